@@ -1,0 +1,25 @@
+"""Nystroem kernel methods whose rank follows the degrees of freedom."""
+
+from ._dof import (
+    DegreesOfFreedom,
+    degrees_of_freedom,
+    estimate_degrees_of_freedom,
+    leverage_score_bounds,
+)
+from ._nystroem import DoFNystroem
+from ._rank import auto_rank, theoretical_rank
+from ._sampling import pivoted_cholesky, uniform_columns
+from ._version import __version__
+
+__all__ = [
+    "DegreesOfFreedom",
+    "DoFNystroem",
+    "__version__",
+    "auto_rank",
+    "degrees_of_freedom",
+    "estimate_degrees_of_freedom",
+    "leverage_score_bounds",
+    "pivoted_cholesky",
+    "theoretical_rank",
+    "uniform_columns",
+]

@@ -1,0 +1,158 @@
+"""Kernel evaluation restricted to what the Nystroem method needs.
+
+The methods of this package touch the n x n kernel matrix only through its
+diagonal and through a few of its columns.  :class:`KernelColumns` wraps
+the data and the kernel specification and serves exactly those two things,
+so that no caller can accidentally form the full matrix.
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import sparse
+from sklearn.metrics.pairwise import (
+    KERNEL_PARAMS,
+    PAIRWISE_KERNEL_FUNCTIONS,
+    pairwise_kernels,
+)
+from sklearn.utils._param_validation import Interval, StrOptions
+
+# Kernels whose diagonal is identically one: k(x, x) = exp(-gamma * 0).
+_UNIT_DIAGONAL = {"rbf", "laplacian", "cosine"}
+
+KERNEL_CONSTRAINTS = {
+    "kernel": [
+        StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS) | {"precomputed"}),
+        callable,
+    ],
+    "gamma": [Interval(Real, 0, None, closed="left"), None],
+    "coef0": [Interval(Real, None, None, closed="neither"), None],
+    "degree": [Interval(Real, 1, None, closed="left"), None],
+    "kernel_params": [dict, None],
+    "n_jobs": [Integral, None],
+}
+
+
+def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params=None):
+    """Keyword arguments for :func:`sklearn.metrics.pairwise_kernels`.
+
+    Same contract as :class:`sklearn.kernel_approximation.Nystroem`: named
+    parameters are passed only to the built-in kernels that take them, and
+    are refused for a callable or precomputed kernel, where they would be
+    silently ignored.
+    """
+    params = dict(kernel_params) if kernel_params is not None else {}
+    named = {"gamma": gamma, "coef0": coef0, "degree": degree}
+    if callable(kernel) or kernel == "precomputed":
+        given = [name for name, value in named.items() if value is not None]
+        if given:
+            raise ValueError(
+                f"Parameters {given} cannot be used with a callable or "
+                "precomputed kernel; pass them through 'kernel_params'."
+            )
+        return params
+    for name in KERNEL_PARAMS[kernel]:
+        if named.get(name) is not None:
+            params[name] = named[name]
+    return params
+
+
+class KernelColumns:
+    """Access to the diagonal and to columns of a kernel matrix K(X, X).
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
+        Training data; with ``kernel="precomputed"``, the square Gram matrix.
+    kernel : str or callable
+        Any name of :data:`sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`,
+        ``"precomputed"``, or a callable ``k(x, y, **params) -> float``.
+    params : dict
+        Keyword arguments of the kernel.
+    n_jobs : int, default=None
+        Passed to :func:`sklearn.metrics.pairwise_kernels`.
+    """
+
+    def __init__(self, X, kernel, params, n_jobs=None):
+        self.X = X
+        self.kernel = kernel
+        self.params = params
+        self.n_jobs = n_jobs
+        if kernel == "precomputed" and X.shape[0] != X.shape[1]:
+            raise ValueError(
+                "A precomputed kernel matrix passed to fit must be square; "
+                f"got X of shape {X.shape}."
+            )
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    @property
+    def dtype(self):
+        return self.X.dtype if self.X.dtype == np.float32 else np.float64
+
+    def diagonal(self):
+        """k(x_i, x_i) for every training point, in O(n d)."""
+        X = self.X
+        if self.kernel == "precomputed":
+            diag = X.diagonal()
+        elif self.kernel in _UNIT_DIAGONAL:
+            diag = np.ones(X.shape[0])
+        elif self.kernel in ("linear", "polynomial", "poly", "sigmoid"):
+            sq = X.multiply(X).sum(axis=1).A1 if sparse.issparse(X) else (X * X).sum(1)
+            if self.kernel == "linear":
+                diag = sq
+            else:
+                gamma = self.params.get("gamma")
+                gamma = 1.0 / X.shape[1] if gamma is None else gamma
+                coef0 = self.params.get("coef0", 1)
+                inner = gamma * sq + coef0
+                if self.kernel == "sigmoid":
+                    diag = np.tanh(inner)
+                else:
+                    diag = inner ** self.params.get("degree", 3)
+        else:
+            # chi2, additive_chi2 and callables: one row at a time, O(n) calls.
+            diag = np.array(
+                [
+                    pairwise_kernels(
+                        X[i : i + 1],
+                        metric=self.kernel,
+                        filter_params=True,
+                        **self.params,
+                    )[0, 0]
+                    for i in range(X.shape[0])
+                ]
+            )
+        return np.asarray(diag, dtype=self.dtype).ravel()
+
+    def columns(self, indices):
+        """The n x len(indices) block K(X, X[indices])."""
+        indices = np.asarray(indices, dtype=np.intp)
+        if self.kernel == "precomputed":
+            block = self.X[:, indices]
+            block = block.toarray() if sparse.issparse(block) else block
+        else:
+            block = pairwise_kernels(
+                self.X,
+                self.X[indices],
+                metric=self.kernel,
+                filter_params=True,
+                n_jobs=self.n_jobs,
+                **self.params,
+            )
+        return np.asarray(block, dtype=self.dtype)
+
+    def landmark_gram(self, indices):
+        """The p x p block K(X[indices], X[indices])."""
+        indices = np.asarray(indices, dtype=np.intp)
+        if self.kernel == "precomputed":
+            block = self.X[indices][:, indices]
+            block = block.toarray() if sparse.issparse(block) else block
+        else:
+            landmarks = self.X[indices]
+            block = pairwise_kernels(
+                landmarks, metric=self.kernel, filter_params=True, **self.params
+            )
+        return np.asarray(block, dtype=self.dtype)

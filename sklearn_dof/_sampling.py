@@ -1,0 +1,221 @@
+"""Column selection for the Nystroem approximation.
+
+Every column selection rule of this package is a *partial Cholesky
+factorisation* of the kernel matrix with some rule for the pivots: choosing
+landmarks ``I`` and forming ``L = K(:, I) K(I, I)^+ K(I, :)`` is the same as
+running Cholesky on ``K`` with the pivots ``I`` and stopping after them.
+The factor ``G`` (n x r, ``L = G G^T``) is built incrementally, so growing the
+set of columns (when the rank is chosen adaptively) never recomputes what is
+already known, and the residual diagonal ``diag(K - L)`` comes for free.
+
+* uniform sampling: the pivots are a uniformly random order of the points;
+* greedy pivoting (incomplete Cholesky with column pivoting, Bach 2013 and
+  Fine & Scheinberg 2001): the next pivot is the point with the largest
+  residual diagonal, i.e. the point the current approximation explains worst.
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+from scipy import linalg
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, validate_params
+
+# Residual diagonals below this fraction of max_i k_ii are rounding noise:
+# a pivot there would divide by a number that carries no information.
+DEFAULT_RTOL = 1e-12
+
+
+class PartialCholesky:
+    """Incremental factor ``G`` with ``G G^T = K(:, I) K(I, I)^+ K(I, :)``.
+
+    Parameters
+    ----------
+    columns : callable
+        ``columns(indices)`` returns the n x len(indices) block ``K(:, indices)``.
+    diagonal : ndarray of shape (n,)
+        ``diag(K)``.
+    rtol : float
+        Relative threshold under which residual directions are dropped.
+
+    Attributes
+    ----------
+    factor : ndarray of shape (n, rank)
+        ``G``, the Nystroem features of the training points in the Cholesky
+        basis.
+    residual : ndarray of shape (n,)
+        ``diag(K - G G^T)``, non-negative.
+    pivots : list of int
+        Every column index added so far, in order (including ones that added
+        no rank, such as duplicated points).
+    """
+
+    def __init__(self, columns, diagonal, rtol=DEFAULT_RTOL):
+        self._columns = columns
+        self.diagonal = np.asarray(diagonal)
+        self.residual = np.clip(self.diagonal.astype(np.float64, copy=True), 0, None)
+        self.rtol = rtol
+        self._scale = max(float(self.residual.max(initial=0.0)), np.finfo(float).tiny)
+        n = self.diagonal.shape[0]
+        self._G = np.empty((n, 0), dtype=self.diagonal.dtype)
+        self._rank = 0
+        self.pivots = []
+
+    @property
+    def factor(self):
+        return self._G[:, : self._rank]
+
+    @property
+    def rank(self):
+        return self._rank
+
+    def _append(self, new_columns):
+        k = new_columns.shape[1]
+        if self._rank + k > self._G.shape[1]:
+            capacity = max(2 * self._G.shape[1], self._rank + k, 8)
+            grown = np.empty((self._G.shape[0], capacity), dtype=self._G.dtype)
+            grown[:, : self._rank] = self._G[:, : self._rank]
+            self._G = grown
+        self._G[:, self._rank : self._rank + k] = new_columns
+        self._rank += k
+        self.residual -= (new_columns.astype(np.float64) ** 2).sum(axis=1)
+        np.clip(self.residual, 0, None, out=self.residual)
+
+    def add(self, indices):
+        """Add a block of pivots at once (BLAS-3 Schur complement update).
+
+        The residual block ``S = K(:, B) - G G_B^T`` is the Schur complement
+        of the current landmarks; its ``B x B`` part is factored by an
+        eigendecomposition so that duplicated or numerically dependent
+        points add no spurious rank.
+        """
+        indices = np.asarray(indices, dtype=np.intp)
+        if indices.size == 0:
+            return
+        self.pivots.extend(indices.tolist())
+        G = self.factor
+        S = self._columns(indices)
+        if self._rank:
+            S = S - G @ G[indices].T
+        S_BB = S[indices]
+        S_BB = 0.5 * (S_BB + S_BB.T)
+        eigvals, eigvecs = linalg.eigh(S_BB.astype(np.float64))
+        keep = eigvals > self.rtol * self._scale * max(1, indices.size)
+        if not keep.any():
+            return
+        transform = eigvecs[:, keep] / np.sqrt(eigvals[keep])
+        self._append(S @ transform.astype(S.dtype))
+
+    def add_greedy(self, n_pivots):
+        """Add up to ``n_pivots`` pivots, each the largest residual diagonal.
+
+        Stops early when the largest residual is rounding noise: the kernel
+        matrix then has (numerically) no more rank to give.  Returns the
+        number of pivots added.
+        """
+        added = 0
+        for _ in range(n_pivots):
+            i = int(np.argmax(self.residual))
+            r = self.residual[i]
+            if r <= self.rtol * self._scale:
+                break
+            col = self._columns([i])[:, 0]
+            if self._rank:
+                G = self.factor
+                col = col - G @ G[i]
+            self.pivots.append(i)
+            self._append((col / np.sqrt(r))[:, None])
+            self.residual[i] = 0.0
+            added += 1
+        return added
+
+
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def uniform_columns(n_samples, n_components, random_state=None):
+    """Indices of ``n_components`` points drawn uniformly without replacement.
+
+    The indices are the prefix of one random permutation, so the sets drawn
+    for increasing ``n_components`` with the same seed are nested: a rank
+    chosen adaptively extends the columns it already has.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of points ``n``.
+    n_components : int
+        Number of columns ``p`` (clipped to ``n``).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the permutation.
+
+    Returns
+    -------
+    indices : ndarray of shape (min(p, n),)
+
+    Examples
+    --------
+    >>> from sklearn_dof import uniform_columns
+    >>> a = uniform_columns(100, 5, random_state=0)
+    >>> b = uniform_columns(100, 10, random_state=0)
+    >>> bool((b[:5] == a).all())
+    True
+    """
+    rng = check_random_state(random_state)
+    return rng.permutation(n_samples)[: min(n_components, n_samples)]
+
+
+@validate_params(
+    {
+        "K": ["array-like"],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "rtol": [Interval(Real, 0, 1, closed="left")],
+    },
+    prefer_skip_nested_validation=True,
+)
+def pivoted_cholesky(K, n_components, *, rtol=DEFAULT_RTOL):
+    """Greedy incomplete Cholesky decomposition with column pivoting.
+
+    At step ``t`` the pivot is the point with the largest residual diagonal
+    ``(K - L_t)_ii``; its residual column updates the factor.  Only the
+    diagonal and the ``p`` chosen columns of ``K`` are evaluated, in
+    ``O(p^2 n)`` time.
+
+    Parameters
+    ----------
+    K : array-like of shape (n, n)
+        A PSD kernel matrix.  (The estimators run the same factorisation on
+        kernel columns evaluated on demand, without the matrix.)
+    n_components : int
+        Maximal number of pivots ``p``.
+    rtol : float, default=1e-12
+        Stop when the largest residual diagonal falls below ``rtol * max(diag K)``.
+
+    Returns
+    -------
+    pivots : ndarray of shape (r,)
+        Chosen column indices, ``r <= p``.
+    G : ndarray of shape (n, r)
+        Factor with ``G G^T = K[:, P] K[P, P]^+ K[P, :]`` for ``P = pivots``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_dof import pivoted_cholesky
+    >>> X = np.random.RandomState(0).randn(50, 2)
+    >>> K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> pivots, G = pivoted_cholesky(K, 30)
+    >>> bool(np.trace(K - G @ G.T) < 1e-2 * np.trace(K))
+    True
+    """
+    K = np.asarray(K, dtype=np.float64)
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise ValueError(f"K must be a square matrix; got shape {K.shape}.")
+    chol = PartialCholesky(lambda idx: K[:, idx], np.diag(K).copy(), rtol=rtol)
+    chol.add_greedy(min(n_components, K.shape[0]))
+    return np.asarray(chol.pivots, dtype=np.intp), chol.factor.copy()
