@@ -73,22 +73,19 @@ def _cosine_series(t, m):
 
 
 def _truncated_series(t, coefs):
-    """sum_i 2 coefs[i-1] cos(2 pi i t), smallest terms first.
+    """sum_{i>=1} 2 coefs[i-1] cos(2 pi i t) by Clenshaw's recurrence.
 
-    Chebyshev's recurrence cos((i+1)u) = 2 cos(u) cos(iu) - cos((i-1)u) costs
-    two products per term instead of a cosine over the whole array.
+    With u = cos(2 pi t), cos(2 pi i t) = T_i(u) (Chebyshev), and the backward
+    recurrence b_i = c_i + 2 u b_{i+1} - b_{i+2} sums the smallest terms first
+    while holding two arrays instead of one per term.
     """
-    t = np.asarray(t, dtype=np.float64)
-    c1 = np.cos(2 * math.pi * t)
-    cosines = [c1]
-    prev, cur = np.ones_like(t), c1
-    for _ in range(1, coefs.shape[0]):
-        prev, cur = cur, 2 * c1 * cur - prev
-        cosines.append(cur)
-    out = np.zeros_like(t)
-    for coef, cos_i in zip(coefs[::-1], cosines[::-1], strict=True):
-        out += coef * cos_i
-    return 2 * out
+    u = np.cos(2 * math.pi * np.asarray(t, dtype=np.float64))
+    b1 = np.zeros_like(u)
+    b2 = np.zeros_like(u)
+    for c in coefs[::-1]:
+        b1, b2 = c + 2 * u * b1 - b2, b1
+    # b1 now holds b_1 and b2 holds b_2: sum_{i>=1} c_i T_i(u) = u b_1 - b_2.
+    return 2 * (u * b1 - b2)
 
 
 @validate_params(

@@ -1,0 +1,362 @@
+"""Helpers shared by the benchmark scripts.
+
+Everything here works on an explicit ``n x n`` kernel matrix: the benchmarks
+compare Nystroem approximations against exact kernel ridge regression, which
+needs the full matrix anyway.  Penalties are on scikit-learn's scale,
+``alpha = n * lambda``.
+
+* the paper's problems (:func:`make_problem`, :func:`make_problems`);
+* exact kernel ridge at many penalties from one eigendecomposition
+  (:class:`SpectralKRR`, :func:`best_penalty`);
+* the in-sample error of a Nystroem factor ``G`` (``L = G G^T``), at one rank
+  (:func:`nystroem_in_sample_error`) or at every prefix ``G[:, :k]`` at once
+  (:func:`prefix_path`), and the nested factor itself grown one pivot at a
+  time (:func:`nested_factor`);
+* the smallest rank past which the error stays close to exact
+  (:func:`smallest_sufficient_rank`).
+"""
+
+import gzip
+import json
+import math
+
+import numpy as np
+from scipy import linalg
+from sklearn.utils import Bunch, check_random_state
+
+from sklearn_dof import DegreesOfFreedom
+from sklearn_dof._sampling import PartialCholesky
+from sklearn_dof.datasets import make_periodic_spline, periodic_spline_kernel
+
+# The paper's lambda range, wide enough that the optimum of every periodic
+# spline problem of Bach (2013) at n <= 10^4 lies inside it.
+DEFAULT_LAMBDAS = np.logspace(-9, -1, 25)
+
+
+def make_problem(n_samples, *, beta, delta, design="uniform", noise=1.0, seed=0):
+    """One periodic spline problem of Bach (2013), Section 4.
+
+    A thin wrapper of :func:`sklearn_dof.datasets.make_periodic_spline` so
+    that every benchmark names its problems, and seeds them, the same way.
+
+    Returns
+    -------
+    data : Bunch
+        ``X``, ``y``, ``f`` (noiseless target), ``K`` and ``name``.
+    """
+    data = make_periodic_spline(
+        n_samples,
+        beta=beta,
+        delta=delta,
+        design=design,
+        noise=noise,
+        random_state=seed,
+    )
+    data.name = problem_name(beta=beta, delta=delta, design=design)
+    return data
+
+
+def make_problems(n_samples, *, beta, deltas, design="uniform", noise=1.0, seed=0):
+    """The problems of several targets on one design, sharing one kernel matrix.
+
+    Equal to ``[make_problem(n_samples, beta=beta, delta=d, ...) for d in
+    deltas]``: :func:`~sklearn_dof.datasets.make_periodic_spline` draws the
+    points and then the noise from ``seed`` whatever the decays, so every
+    target sees the same points and the same ``K``.  The kernel matrix is the
+    costly part (for ``beta = 4`` a 180-term cosine series over ``n^2``
+    entries, about 25 s and 7 GB at ``n = 2000``), so it is computed once;
+    the draws are taken with the closed-form exponential kernel, which costs
+    nothing.
+    """
+    problems, K = [], None
+    for delta in deltas:
+        data = make_periodic_spline(
+            n_samples,
+            beta=None,
+            rho=1.0,
+            delta=delta,
+            design=design,
+            noise=noise,
+            random_state=seed,
+        )
+        if K is None:
+            K = periodic_spline_kernel(data.X, beta=beta)
+        data.K = K
+        data.kernel_params = {"beta": beta}
+        data.name = problem_name(beta=beta, delta=delta, design=design)
+        problems.append(data)
+    return problems
+
+
+def problem_name(*, beta, delta, design="uniform"):
+    return f"beta={beta:g},delta={delta:g},{design}"
+
+
+def in_sample_error(fitted, f):
+    """``mean((z - f)^2)``, the error against the noiseless target."""
+    return float(np.mean((np.asarray(fitted) - f) ** 2))
+
+
+class SpectralKRR:
+    """Exact kernel ridge regression at any penalty from one ``eigh`` of K.
+
+    With ``K = U diag(s) U^T`` the fitted values are
+    ``z = U diag(s / (s + alpha)) U^T y``: after the ``O(n^3)``
+    decomposition each penalty costs a matrix-vector product.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n)
+        Symmetric positive semi-definite kernel matrix.
+    """
+
+    def __init__(self, K):
+        eigvals, self.eigvecs = linalg.eigh(0.5 * (K + K.T))
+        # Rounding makes the smallest eigenvalues slightly negative; the
+        # shrinkage s / (s + alpha) must stay in [0, 1).
+        self.eigvals = np.clip(eigvals, 0, None)
+        self._squared = None
+
+    @property
+    def n_samples(self):
+        return self.eigvals.shape[0]
+
+    def _shrinkage(self, alphas):
+        alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
+        return self.eigvals[:, None] / (self.eigvals[:, None] + alphas)
+
+    def fitted(self, y, alphas):
+        """Fitted values, shape (n,) for one penalty, (n, len(alphas)) else."""
+        out = self.eigvecs @ (self._shrinkage(alphas) * (self.eigvecs.T @ y)[:, None])
+        return out[:, 0] if np.ndim(alphas) == 0 else out
+
+    def in_sample_errors(self, y, f, alphas):
+        """In-sample error of exact kernel ridge for each penalty."""
+        fitted = self.fitted(y, np.atleast_1d(alphas))
+        return ((fitted - f[:, None]) ** 2).mean(axis=0)
+
+    def degrees_of_freedom(self, alpha):
+        """Exact leverage scores and degrees of freedom, as
+        :func:`sklearn_dof.degrees_of_freedom` but reusing the decomposition."""
+        if self._squared is None:
+            self._squared = self.eigvecs**2
+        shrink = self._shrinkage(alpha)[:, 0]
+        return DegreesOfFreedom(self._squared @ shrink, (shrink**2).sum(), alpha)
+
+
+def best_penalty(krr, y, f, lambdas=DEFAULT_LAMBDAS):
+    """Penalty of the grid that minimises the exact in-sample error.
+
+    This is the oracle choice of the paper's experiments (it looks at the
+    noiseless target), which removes model selection from the comparison.
+
+    Returns
+    -------
+    result : Bunch
+        ``lambda_``, ``alpha`` (``n * lambda``), ``error`` at the optimum,
+        ``index`` in the grid and ``errors`` over the whole grid.
+    """
+    lambdas = np.asarray(lambdas, dtype=np.float64)
+    errors = krr.in_sample_errors(y, f, krr.n_samples * lambdas)
+    index = int(np.argmin(errors))
+    return Bunch(
+        lambda_=float(lambdas[index]),
+        alpha=float(krr.n_samples * lambdas[index]),
+        error=float(errors[index]),
+        index=index,
+        errors=errors,
+    )
+
+
+def nystroem_fitted(G, y, alpha):
+    """``G (G^T G + alpha I)^-1 G^T y``, i.e. ``L (L + alpha I)^-1 y``."""
+    r = G.shape[1]
+    if r == 0:
+        return np.zeros(G.shape[0])
+    weights = linalg.solve(G.T @ G + alpha * np.eye(r), G.T @ y, assume_a="pos")
+    return G @ weights
+
+
+def nystroem_in_sample_error(G, y, f, alpha):
+    """In-sample error of kernel ridge on the Nystroem approximation G G^T."""
+    return in_sample_error(nystroem_fitted(G, y, alpha), f)
+
+
+def prefix_path(G, y, f, alpha):
+    """In-sample error and d_eff lower bound of every prefix ``G[:, :k]``.
+
+    With the thin QR factorisation ``[G; sqrt(alpha) I] = Q R``, the top
+    block ``Q_1`` of ``Q`` satisfies ``Q_1 Q_1^T = G (G^T G + alpha I)^-1 G^T``,
+    and since ``R`` is triangular the first ``k`` columns of ``Q`` belong to
+    the prefix ``G[:, :k]``.  One QR, ``O((n + r) r^2)``, therefore gives the
+    fitted values of all ``r + 1`` prefixes as cumulative sums, without ever
+    forming ``G^T G`` (whose condition number squares that of ``G``).
+
+    Parameters
+    ----------
+    G : ndarray of shape (n, r)
+        Factor whose column prefixes are the nested approximations.
+    y, f : ndarray of shape (n,)
+        Responses and noiseless target.
+    alpha : float
+        Penalty.
+
+    Returns
+    -------
+    path : Bunch
+        ``errors`` and ``dof_lower``, arrays of shape (r + 1,) indexed by the
+        number of columns ``k``; ``dof_lower[k] = tr L_k (L_k + alpha I)^-1``
+        is the sum of the lower bounds of :func:`sklearn_dof.leverage_score_bounds`,
+        a lower bound on ``d_eff``.
+    """
+    n, r = G.shape
+    augmented = np.vstack([G.astype(np.float64), math.sqrt(alpha) * np.eye(r)])
+    Q = linalg.qr(augmented, mode="economic")[0][:n]
+    fitted = np.cumsum(Q * (Q.T @ y), axis=1)
+    errors = np.concatenate([[np.mean(f**2)], ((fitted - f[:, None]) ** 2).mean(0)])
+    dof_lower = np.concatenate([[0.0], np.cumsum((Q * Q).sum(axis=0))])
+    return Bunch(errors=errors, dof_lower=dof_lower)
+
+
+def nested_factor(K, n_pivots, *, sampling="uniform", random_state=None):
+    """Grow one partial Cholesky factor of K a pivot at a time.
+
+    Adding the pivots one by one (rather than as a block) keeps every prefix
+    of the factor's columns equal to the Nystroem approximation on a prefix of
+    the pivots, so :func:`prefix_path` scores all the ranks at once.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n)
+        Kernel matrix.
+    n_pivots : int
+        Number of pivots ``p_max`` (clipped to ``n``).
+    sampling : {"uniform", "pivoted"}, default="uniform"
+        Uniform random order (the permutation ``DoFNystroem`` draws with the
+        same ``random_state``) or greedy pivoting on the largest residual.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the uniform order.
+
+    Returns
+    -------
+    factor : Bunch
+        ``factor`` G (n, rank), ``pivots``, and arrays of shape
+        ``(p_max + 1,)`` indexed by the number of pivots ``p``: ``rank``
+        (columns of G that the first ``p`` pivots span, less than ``p`` once
+        K is numerically exhausted), ``residual_trace`` ``tr(K - L_p)`` and
+        ``residual_max`` ``max_i (K - L_p)_ii``.
+    """
+    n = K.shape[0]
+    n_pivots = min(n_pivots, n)
+    chol = PartialCholesky(lambda idx: K[:, idx], np.diag(K).copy())
+    if sampling == "uniform":
+        order = check_random_state(random_state).permutation(n)
+    elif sampling != "pivoted":
+        raise ValueError(f"Unknown sampling {sampling!r}.")
+    rank = np.zeros(n_pivots + 1, dtype=np.intp)
+    trace = np.empty(n_pivots + 1)
+    top = np.empty(n_pivots + 1)
+    trace[0], top[0] = chol.residual.sum(), chol.residual.max()
+    for p in range(1, n_pivots + 1):
+        if sampling == "uniform":
+            chol.add(order[p - 1 : p])
+        else:
+            chol.add_greedy(1)
+        rank[p] = chol.rank
+        trace[p], top[p] = chol.residual.sum(), chol.residual.max()
+    return Bunch(
+        factor=chol.factor.copy(),
+        pivots=np.asarray(chol.pivots, dtype=np.intp),
+        rank=rank,
+        residual_trace=trace,
+        residual_max=top,
+    )
+
+
+def smallest_sufficient_rank(ranks, ratios, tol=0.01):
+    """Smallest rank after which ``ratios <= 1 + tol`` all along the grid.
+
+    Asking for every larger rank, rather than the first crossing, guards
+    against a lucky dip of a noisy (uniformly sampled) error curve.
+
+    Parameters
+    ----------
+    ranks : array-like of shape (m,)
+        Increasing grid of ranks.
+    ratios : array-like of shape (m,)
+        Error ratio (approximate over exact) at each rank.
+    tol : float, default=0.01
+        Allowed relative excess.
+
+    Returns
+    -------
+    rank : int, float or None
+        An element of ``ranks`` (any increasing grid works, such as a grid of
+        constants); None when even the largest one is not sufficient.
+    """
+    ok = np.asarray(ratios) <= 1 + tol
+    if ok.size == 0 or not ok[-1]:
+        return None
+    bad = np.flatnonzero(~ok)
+    return np.asarray(ranks)[0 if bad.size == 0 else bad[-1] + 1].item()
+
+
+def to_jsonable(obj):
+    """Nested dicts/lists of numpy values as plain JSON types (NaN as null)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        return None if not math.isfinite(obj) else float(obj)
+    return obj
+
+
+def write_json(path, obj, *, compact=False):
+    """Write ``obj`` as JSON, gzipped when ``path`` ends in ``.gz``.
+
+    ``compact`` drops the indentation, for large arrays.
+    """
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt") as stream:
+        if compact:
+            json.dump(to_jsonable(obj), stream, separators=(",", ":"))
+        else:
+            json.dump(to_jsonable(obj), stream, indent=1)
+        stream.write("\n")
+
+
+def format_table(rows, columns, *, markdown=False):
+    """Fixed-width (or markdown) text table of a list of dicts.
+
+    ``columns`` is a list of ``(key, header, format)``; missing or None
+    values print as ``-``.
+    """
+
+    def cell(row, key, fmt):
+        value = row.get(key)
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return "-"
+        return format(value, fmt)
+
+    body = [[cell(row, key, fmt) for key, _, fmt in columns] for row in rows]
+    headers = [header for _, header, _ in columns]
+    if markdown:
+        lines = ["| " + " | ".join(headers) + " |"]
+        lines.append("|" + "|".join("---" for _ in headers) + "|")
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
+        return "\n".join(lines)
+    widths = [
+        max(len(h), *(len(cells[j]) for cells in body)) if body else len(h)
+        for j, h in enumerate(headers)
+    ]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines += [
+        "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
+        for cells in body
+    ]
+    return "\n".join(lines)

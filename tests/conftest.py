@@ -1,0 +1,22 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# ../shared/data beside the repository root holds the real data sets.
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def load_shared(name, n_samples=None, random_state=0):
+    """Rows of a real data set from ../shared/data, standardised; skip if absent."""
+    path = SHARED_DATA / f"{name}.npz"
+    if not path.exists():
+        pytest.skip(f"{path} not available")
+    data = np.load(path)
+    X, y = data["X"], data["y"].astype(np.float64)
+    if n_samples is not None and n_samples < X.shape[0]:
+        rows = np.random.RandomState(random_state).choice(X.shape[0], n_samples, False)
+        X, y = X[rows], y[rows]
+    scale = X.std(axis=0)
+    X = (X - X.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
+    return X, (y - y.mean()) / y.std()

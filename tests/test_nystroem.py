@@ -1,0 +1,194 @@
+import pickle
+import tracemalloc
+
+import numpy as np
+import pytest
+from scipy import sparse
+from sklearn.base import clone
+from sklearn.kernel_approximation import Nystroem
+from sklearn.linear_model import Ridge
+from sklearn.metrics.pairwise import pairwise_kernels, rbf_kernel
+from sklearn.pipeline import make_pipeline
+
+from sklearn_dof import DoFNystroem, degrees_of_freedom
+from sklearn_dof.datasets import make_periodic_spline
+
+
+@pytest.fixture
+def data():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(300, 3))
+    return X, np.sin(X).sum(1) + 0.1 * rng.randn(300)
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
+def test_features_reproduce_nystroem_approximation(data, sampling):
+    X, _ = data
+    nys = DoFNystroem(gamma=0.3, n_components=40, sampling=sampling, random_state=0)
+    Phi = nys.fit_transform(X)
+    K = rbf_kernel(X, gamma=0.3)
+    idx = nys.component_indices_
+    L = K[:, idx] @ np.linalg.pinv(K[np.ix_(idx, idx)]) @ K[idx]
+    np.testing.assert_allclose(Phi @ Phi.T, L, atol=1e-8)
+    # On the landmark columns the approximation is exact.
+    np.testing.assert_allclose((Phi @ Phi.T)[:, idx], K[:, idx], atol=1e-8)
+    np.testing.assert_array_equal(nys.components_, X[idx])
+    assert nys.n_components_ == 40 == Phi.shape[1]
+
+
+def test_uniform_matches_sklearn_nystroem_on_same_landmarks(data):
+    X, _ = data
+    nys = DoFNystroem(gamma=0.3, n_components=30, random_state=0).fit(X)
+    ref = Nystroem(gamma=0.3, n_components=30).fit(X[nys.component_indices_])
+    Phi, Psi = nys.transform(X), ref.transform(X)
+    np.testing.assert_allclose(Phi @ Phi.T, Psi @ Psi.T, atol=1e-8)
+
+
+def test_ridge_on_features_is_low_rank_kernel_ridge(data):
+    X, y = data
+    a = 0.5
+    nys = DoFNystroem(gamma=0.3, alpha=a, n_components=50, random_state=0)
+    z = make_pipeline(nys, Ridge(alpha=a, fit_intercept=False)).fit(X, y).predict(X)
+    Phi = nys.transform(X)
+    L = Phi @ Phi.T
+    np.testing.assert_allclose(
+        z, L @ np.linalg.solve(L + a * np.eye(300), y), atol=1e-8
+    )
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
+def test_auto_rank_follows_estimated_dof(sampling):
+    data = make_periodic_spline(800, beta=2, delta=8, random_state=0)
+    alpha = 800 * 1e-3
+    nys = DoFNystroem(
+        kernel="precomputed", alpha=alpha, sampling=sampling, random_state=0
+    ).fit(data.K)
+    exact = degrees_of_freedom(data.K, alpha)
+    assert nys.dof_ == pytest.approx(exact.d_max, rel=0.2)
+    assert nys.effective_dof_ == pytest.approx(exact.d_eff, rel=0.2)
+    assert exact.d_max <= nys.n_components_ <= 4 * exact.d_max
+
+
+def _in_sample_ratio(data, alpha, sampling, seed):
+    nys = DoFNystroem(
+        kernel="precomputed", alpha=alpha, sampling=sampling, random_state=seed
+    )
+    model = make_pipeline(nys, Ridge(alpha=alpha, fit_intercept=False))
+    z = model.fit(data.K, data.y).predict(data.K)
+    w, U = np.linalg.eigh(data.K)
+    z_exact = U @ (w / (w + alpha) * (U.T @ data.y))
+    return np.mean((z - data.f) ** 2) / np.mean((z_exact - data.f) ** 2)
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
+@pytest.mark.parametrize(
+    "beta, delta, lam", [(1, 8, 4.6e-2), (2, 2, 1e-3), (4, 2, 7e-7)]
+)
+def test_auto_rank_keeps_in_sample_error_within_one_percent(sampling, beta, delta, lam):
+    # lam is the penalty minimising the exact error at n = 1000
+    # (benchmarks/calibrate_auto_rank.py); the promise is on average over draws.
+    ratios = []
+    for seed in range(6):
+        data = make_periodic_spline(1000, beta=beta, delta=delta, random_state=seed)
+        ratios.append(_in_sample_ratio(data, 1000 * lam, sampling, seed))
+    assert np.mean(ratios) <= 1.01
+
+
+def test_fit_never_allocates_the_kernel_matrix():
+    n = 8000  # the n x n float64 matrix would be 512 MB
+    X = np.random.RandomState(0).randn(n, 4)
+    nys = DoFNystroem(gamma=0.1, alpha=n * 1e-2, random_state=0)
+    tracemalloc.start()
+    nys.fit(X)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 0.1 * n * n * 8
+    assert nys.n_components_ < 1000
+
+
+def test_precomputed_kernel_fit_and_transform(data):
+    X, _ = data
+    X_train, X_test = X[:200], X[200:]
+    K_train = rbf_kernel(X_train, gamma=0.3)
+    K_test = rbf_kernel(X_test, X_train, gamma=0.3)
+    pre = DoFNystroem(kernel="precomputed", n_components=25, random_state=0)
+    raw = DoFNystroem(gamma=0.3, n_components=25, random_state=0)
+    np.testing.assert_allclose(
+        pre.fit(K_train).transform(K_test),
+        raw.fit(X_train).transform(X_test),
+        atol=1e-10,
+    )
+    with pytest.raises(ValueError, match="200 features"):
+        pre.transform(K_test[:, :150])
+    with pytest.raises(ValueError, match="square"):
+        DoFNystroem(kernel="precomputed").fit(K_test)
+
+
+@pytest.mark.parametrize("kernel", ["linear", "poly", "laplacian", "chi2", "cosine"])
+def test_other_kernels(kernel):
+    X = np.abs(np.random.RandomState(0).randn(100, 3))
+    nys = DoFNystroem(kernel=kernel, n_components=20, random_state=0).fit(X)
+    Phi = nys.transform(X)
+    idx = nys.component_indices_
+    K = pairwise_kernels(X, metric=kernel)
+    np.testing.assert_allclose((Phi @ Phi.T)[:, idx], K[:, idx], atol=1e-6)
+
+
+def test_callable_kernel():
+    X = np.random.RandomState(0).randn(60, 2)
+
+    def kernel(x, y, scale=1.0):
+        return np.exp(-scale * np.sum((x - y) ** 2))
+
+    nys = DoFNystroem(
+        kernel=kernel, kernel_params={"scale": 0.5}, n_components=10, random_state=0
+    ).fit(X)
+    ref = DoFNystroem(gamma=0.5, n_components=10, random_state=0).fit(X)
+    np.testing.assert_allclose(nys.transform(X), ref.transform(X), atol=1e-10)
+    with pytest.raises(ValueError, match="gamma"):
+        DoFNystroem(kernel=kernel, gamma=1.0).fit(X)
+
+
+def test_duplicate_landmarks_and_rank_deficiency():
+    X = np.repeat(np.random.RandomState(0).randn(10, 2), 5, axis=0)
+    nys = DoFNystroem(gamma=0.5, n_components=30, random_state=0).fit(X)
+    Phi = nys.transform(X)
+    assert np.isfinite(Phi).all()
+    K = rbf_kernel(X, gamma=0.5)
+    np.testing.assert_allclose(Phi @ Phi.T, K, atol=1e-6)  # all 10 points hit
+    piv = DoFNystroem(gamma=0.5, n_components=30, sampling="pivoted").fit(X)
+    assert piv.n_components_ == 10  # greedy pivoting stops at the rank
+
+
+def test_float32_and_sparse_input(data):
+    X, _ = data
+    nys = DoFNystroem(gamma=0.3, n_components=20, random_state=0)
+    out32 = nys.fit(X.astype(np.float32)).transform(X.astype(np.float32))
+    assert out32.dtype == np.float32
+    out64 = clone(nys).fit(X).transform(X)
+    np.testing.assert_allclose(out32, out64, atol=1e-3)
+    out_sparse = clone(nys).fit(sparse.csr_matrix(X)).transform(sparse.csr_matrix(X))
+    np.testing.assert_allclose(out_sparse, out64, atol=1e-10)
+
+
+def test_n_components_larger_than_n_samples_warns(data):
+    X, _ = data
+    with pytest.warns(UserWarning, match="n_samples"):
+        nys = DoFNystroem(n_components=1000).fit(X[:50])
+    assert nys.n_components_ == 50
+
+
+def test_reproducible_and_pickles(data):
+    X, _ = data
+    a = DoFNystroem(gamma=0.3, alpha=1.0, random_state=7).fit(X)
+    b = DoFNystroem(gamma=0.3, alpha=1.0, random_state=7).fit(X)
+    np.testing.assert_array_equal(a.component_indices_, b.component_indices_)
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(a.transform(X), c.transform(X))
+
+
+def test_feature_names_out(data):
+    X, _ = data
+    nys = DoFNystroem(n_components=5, random_state=0).fit(X)
+    names = nys.get_feature_names_out()
+    assert list(names) == [f"dofnystroem{i}" for i in range(5)]

@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+from sklearn.metrics.pairwise import rbf_kernel
+
+from sklearn_dof import pivoted_cholesky, uniform_columns
+from sklearn_dof._sampling import PartialCholesky
+
+
+def _nystroem(K, idx):
+    return K[:, idx] @ np.linalg.pinv(K[np.ix_(idx, idx)]) @ K[idx]
+
+
+@pytest.fixture
+def K():
+    X = np.random.RandomState(0).randn(120, 3)
+    return rbf_kernel(X, gamma=0.2)
+
+
+def test_uniform_columns_nested_distinct_and_clipped():
+    a = uniform_columns(50, 10, random_state=1)
+    b = uniform_columns(50, 20, random_state=1)
+    np.testing.assert_array_equal(a, b[:10])
+    assert len(set(b.tolist())) == 20
+    assert uniform_columns(5, 10, random_state=0).shape == (5,)
+
+
+def test_block_factor_is_nystroem_approximation(K):
+    idx = uniform_columns(120, 30, random_state=0)
+    chol = PartialCholesky(lambda i: K[:, i], np.diag(K).copy())
+    chol.add(idx[:10])
+    chol.add(idx[10:])  # growing in two blocks equals one Nystroem of all 30
+    L = chol.factor @ chol.factor.T
+    np.testing.assert_allclose(L, _nystroem(K, idx), atol=1e-8)
+    np.testing.assert_allclose(chol.residual, np.diag(K - L), atol=1e-8)
+
+
+def test_duplicated_landmarks_add_no_rank(K):
+    K2 = np.block([[K, K], [K, K]])  # every point twice
+    chol = PartialCholesky(lambda i: K2[:, i], np.diag(K2).copy())
+    chol.add([0, 120, 1, 121])
+    assert chol.rank == 2
+    assert len(chol.pivots) == 4
+
+
+def test_pivoted_cholesky_is_greedy_and_exact(K):
+    pivots, G = pivoted_cholesky(K, 25)
+    np.testing.assert_allclose(G @ G.T, _nystroem(K, pivots), atol=1e-8)
+    # Greedy: each pivot had the largest residual diagonal at its step.
+    for t in range(1, 25):
+        residual = np.diag(K - G[:, :t] @ G[:, :t].T)
+        assert residual[pivots[t]] == pytest.approx(residual.max(), rel=1e-8)
+
+
+def test_pivoted_cholesky_beats_uniform_in_trace(K):
+    pivots, G = pivoted_cholesky(K, 20)
+    uniform = _nystroem(K, uniform_columns(120, 20, random_state=0))
+    assert np.trace(K - G @ G.T) < np.trace(K - uniform)
+
+
+def test_pivoted_cholesky_stops_at_numerical_rank():
+    X = np.random.RandomState(0).randn(50, 3)
+    K = X @ X.T  # rank 3
+    pivots, G = pivoted_cholesky(K, 10)
+    assert pivots.shape == (3,)
+    np.testing.assert_allclose(G @ G.T, K, atol=1e-10)
+
+
+def test_pivoted_cholesky_rejects_non_square():
+    with pytest.raises(ValueError, match="square"):
+        pivoted_cholesky(np.ones((3, 4)), 2)
