@@ -8,11 +8,14 @@ from ._dof import (
 )
 from ._nystroem import DoFNystroem
 from ._rank import auto_rank, theoretical_rank
+from ._ridge import DoFKernelRidge, DoFKernelRidgeCV
 from ._sampling import pivoted_cholesky, uniform_columns
 from ._version import __version__
 
 __all__ = [
     "DegreesOfFreedom",
+    "DoFKernelRidge",
+    "DoFKernelRidgeCV",
     "DoFNystroem",
     "__version__",
     "auto_rank",

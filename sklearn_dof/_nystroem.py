@@ -26,7 +26,12 @@ PINV_RTOL = 1e-12
 
 
 def _inverse_sqrt(W, rtol=PINV_RTOL):
-    """Symmetric pseudo-inverse square root ``W^{+1/2}`` of a PSD matrix."""
+    """Symmetric pseudo-inverse square root ``W^{+1/2}`` of a PSD matrix.
+
+    A float32 block carries only about 1e-7 relative precision: eigenvalues
+    below that are noise and the threshold follows the block's dtype.
+    """
+    rtol = max(rtol, 10 * np.finfo(W.dtype).eps)
     W = 0.5 * (W + W.T)
     eigvals, eigvecs = linalg.eigh(W.astype(np.float64))
     keep = eigvals > rtol * max(eigvals.max(initial=0.0), np.finfo(float).tiny)
@@ -219,7 +224,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                     f"n_components={n_components} > n_samples={n_samples}: "
                     "n_components was set to n_samples, the exact kernel.",
                     UserWarning,
-                    stacklevel=2,
+                    stacklevel=3,  # past fit's _fit_context wrapper
                 )
                 n_components = n_samples
             dof, chol, grow = _estimate_from_access(

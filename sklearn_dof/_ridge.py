@@ -1,0 +1,701 @@
+"""Kernel ridge regression on degrees-of-freedom Nystroem features.
+
+Bach (2013) analyses the following algorithm: pick ``p`` columns of the
+kernel matrix, of the order of the maximal marginal degrees of freedom,
+and solve kernel ridge regression with the Nystroem approximation
+``L = Phi Phi^T`` in place of ``K``.  With the features ``Phi`` (``n x p``)
+of :class:`~sklearn_dof.DoFNystroem` this is a ridge regression in ``p``
+dimensions, ``(Phi^T W Phi + alpha I) w = Phi^T W y``, in ``O(n p^2)`` time
+and ``O(n p)`` memory instead of ``O(n^3)`` and ``O(n^2)``.
+
+:class:`DoFKernelRidge` fits one penalty.  :class:`DoFKernelRidgeCV` picks
+it from a grid by exact leave-one-out (or generalised) cross-validation on
+fixed features: one ``p x p`` eigendecomposition, then ``O(n p)`` per
+penalty.
+"""
+
+import warnings
+from numbers import Real
+
+import numpy as np
+from scipy import linalg
+from sklearn import get_config
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.linear_model import Ridge
+from sklearn.metrics import get_scorer, get_scorer_names
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils._param_validation import (
+    Interval,
+    InvalidParameterError,
+    StrOptions,
+)
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
+
+from ._kernels import KERNEL_CONSTRAINTS
+from ._nystroem import DoFNystroem
+
+# Parameters shared by both estimators and forwarded to DoFNystroem.
+_NYSTROEM_CONSTRAINTS = {
+    **KERNEL_CONSTRAINTS,
+    "n_components": DoFNystroem._parameter_constraints["n_components"],
+    "sampling": DoFNystroem._parameter_constraints["sampling"],
+    "tol": DoFNystroem._parameter_constraints["tol"],
+    "random_state": ["random_state"],
+    "fit_intercept": ["boolean"],
+}
+
+
+class _LinearProblem:
+    """Weighted, centred least-squares data on fixed features.
+
+    Follows :func:`sklearn.linear_model._base._preprocess_data`: with
+    ``fit_intercept`` the features and targets are centred by their
+    ``sample_weight``-weighted means (the intercept is not penalised), and
+    the loss is ``sum_i s_i (y_i - f(x_i))^2``.
+
+    Attributes
+    ----------
+    Phi : ndarray of shape (n, p)
+        Centred (unscaled) features.
+    y : ndarray of shape (n, k)
+        Centred targets.
+    sw : ndarray of shape (n,)
+        Sample weights (ones when none were given).
+    gram : ndarray of shape (p, p)
+        ``Phi^T S Phi``.
+    rhs : ndarray of shape (p, k)
+        ``Phi^T S y``.
+    """
+
+    def __init__(self, Phi, y, sample_weight, fit_intercept):
+        Phi = np.asarray(Phi, dtype=np.float64)
+        y = np.asarray(y, dtype=np.float64).reshape(Phi.shape[0], -1)
+        n_samples, n_features = Phi.shape
+        if sample_weight is None:
+            sw = np.ones(n_samples)
+        else:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+        self.fit_intercept = fit_intercept
+        if fit_intercept:
+            self.Phi_offset = np.average(Phi, axis=0, weights=sw)
+            self.y_offset = np.average(y, axis=0, weights=sw)
+            Phi = Phi - self.Phi_offset
+            y = y - self.y_offset
+        else:
+            self.Phi_offset = np.zeros(n_features)
+            self.y_offset = np.zeros(y.shape[1])
+        self.Phi, self.y, self.sw = Phi, y, sw
+        sqrt_sw = np.sqrt(sw)
+        scaled = Phi * sqrt_sw[:, None]
+        self.gram = scaled.T @ scaled
+        self.rhs = scaled.T @ (y * sqrt_sw[:, None])
+
+    def solve(self, alpha):
+        """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k)."""
+        return _solve_normal_equations(self.gram, self.rhs, alpha)
+
+    def intercept(self, W):
+        """Intercept of the weights ``W`` (p, k), of shape (k,)."""
+        return self.y_offset - self.Phi_offset @ W
+
+
+def _solve_normal_equations(gram, rhs, alpha):
+    """Solve ``(gram + alpha I) W = rhs`` by Cholesky, eigh as a fallback."""
+    A = gram + alpha * np.eye(gram.shape[0])
+    try:
+        factor = linalg.cho_factor(A, lower=True)
+        return linalg.cho_solve(factor, rhs)
+    except linalg.LinAlgError:
+        warnings.warn(
+            f"Cholesky factorisation of the {gram.shape[0]}x{gram.shape[0]} "
+            f"ridge system failed at alpha={alpha:g}; solving it with a "
+            "symmetric eigendecomposition instead.",
+            linalg.LinAlgWarning,
+            stacklevel=3,
+        )
+        eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
+        eigvals = np.clip(eigvals, 0, None)
+        return V @ ((V.T @ rhs) / (eigvals + alpha)[:, None])
+
+
+def _shape_coef(W, intercept, y_ndim):
+    """Ridge's conventions: coef_ (p,) or (k, p); intercept_ scalar or (k,)."""
+    if y_ndim == 1:
+        return W[:, 0].copy(), intercept[0]
+    return W.T.copy(), intercept
+
+
+class _DoFRidgeMixin:
+    """Shared fitting and prediction code of the two estimators."""
+
+    def _make_nystroem(self, alpha):
+        return DoFNystroem(
+            kernel=self.kernel,
+            gamma=self.gamma,
+            coef0=self.coef0,
+            degree=self.degree,
+            kernel_params=self.kernel_params,
+            alpha=alpha,
+            n_components=self.n_components,
+            sampling=self.sampling,
+            tol=self.tol,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs,
+        )
+
+    def _validate_fit_data(self, X, y, sample_weight):
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            accept_sparse="csr",
+            dtype=[np.float64, np.float32],
+            multi_output=True,
+            y_numeric=True,
+        )
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(
+                sample_weight, X, dtype=np.float64, ensure_non_negative=True
+            )
+        return X, y, sample_weight
+
+    def _fit_features(self, X, alpha):
+        """Fit ``nystroem_`` at ``alpha`` and return the training features."""
+        self.nystroem_ = self._make_nystroem(alpha).fit(X)
+        self.n_components_ = self.nystroem_.n_components_
+        self.dof_ = self.nystroem_.dof_
+        self.effective_dof_ = self.nystroem_.effective_dof_
+        return self.nystroem_.transform(X)
+
+    def predict(self, X):
+        """Predict with the fitted low-rank kernel ridge model.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Samples; with ``kernel="precomputed"`` the kernel values between
+            them and the training points, shape (n_samples, n_train).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
+            ``nystroem_.transform(X) @ coef_.T + intercept_``.
+        """
+        check_is_fitted(self)
+        X = validate_data(
+            self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
+        )
+        Phi = self.nystroem_.transform(X).astype(np.float64, copy=False)
+        return Phi @ self.coef_.T + self.intercept_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
+    """Kernel ridge regression on Nystroem features of degrees-of-freedom rank.
+
+    The algorithm of Bach (2013) end to end: an internal
+    :class:`~sklearn_dof.DoFNystroem` picks ``p`` landmarks (with
+    ``n_components="auto"``, ``p`` proportional to the estimated maximal
+    marginal degrees of freedom at ``alpha``) and maps the data to features
+    ``Phi`` with ``Phi Phi^T = L``, the Nystroem approximation of the kernel
+    matrix; the ridge problem is then solved in ``p`` dimensions,
+
+    .. math:: (\\Phi^T S \\Phi + \\alpha I) w = \\Phi^T S y,
+
+    by a Cholesky factorisation (``S`` the diagonal of sample weights, ``Phi``
+    and ``y`` centred when ``fit_intercept``).  The fit costs ``O(n p^2)``
+    time and ``O(n p)`` memory, a prediction ``O(p)`` kernel evaluations.
+    Without intercept and weights the training predictions are
+    ``L (L + alpha I)^{-1} y``, kernel ridge regression with ``L`` for ``K``.
+
+    The result equals ``make_pipeline(DoFNystroem(alpha=alpha, ...),
+    Ridge(alpha=alpha, fit_intercept=...))`` with the same parameters; this
+    class ties the two penalties together, so that a search over ``alpha``
+    also moves the rank, and exposes the fitted rank and degrees of freedom.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Ridge penalty on scikit-learn's scale (``alpha = n * lambda``, the
+        paper's penalty times ``n``).  Used both for the ridge problem and
+        for the degrees of freedom that set the automatic rank.
+    kernel : str or callable, default="rbf"
+        Any name of :data:`sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`,
+        ``"precomputed"`` (``fit`` takes the ``n x n`` Gram matrix and
+        ``predict`` the ``m x n`` kernel values against the training
+        points), or a callable ``k(x, y, **kernel_params) -> float``.
+    gamma : float, default=None
+        Parameter of the RBF, laplacian, polynomial, exponential chi2 and
+        sigmoid kernels.
+    coef0 : float, default=None
+        Zero coefficient of the polynomial and sigmoid kernels.
+    degree : float, default=None
+        Degree of the polynomial kernel.
+    kernel_params : dict, default=None
+        Extra keyword arguments of the kernel.
+    n_components : "auto" or int, default="auto"
+        Number of landmarks ``p``, see :class:`~sklearn_dof.DoFNystroem`.
+    sampling : {"uniform", "pivoted"}, default="uniform"
+        Landmark selection: uniform without replacement, or greedy pivoted
+        Cholesky.
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept (features and targets are centred by
+        their weighted means, as in :class:`~sklearn.linear_model.Ridge`).
+    tol : float, default=0.1
+        Relative tolerance of the degrees-of-freedom estimate.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the uniform landmark sampling.
+    n_jobs : int, default=None
+        Number of jobs for the kernel evaluations.
+
+    Attributes
+    ----------
+    nystroem_ : DoFNystroem
+        The fitted feature map.
+    coef_ : ndarray of shape (n_components_,) or (n_targets, n_components_)
+        Weights of the features.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Independent term; 0.0 when ``fit_intercept=False``.
+    n_components_ : int
+        Number of landmarks ``p``.
+    dof_ : float
+        Estimated maximal marginal degrees of freedom ``d_max`` at ``alpha``.
+    effective_dof_ : float
+        Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^-1``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, when they are all strings.
+
+    See Also
+    --------
+    DoFKernelRidgeCV : The same model with ``alpha`` chosen by efficient
+        leave-one-out cross-validation.
+    DoFNystroem : The feature map.
+    sklearn.kernel_ridge.KernelRidge : Exact kernel ridge regression,
+        ``O(n^3)``.
+
+    Notes
+    -----
+    ``sample_weight`` weighs the squared errors (and the weighted means used
+    for the intercept) exactly as in :class:`~sklearn.linear_model.Ridge`,
+    but the landmarks and the rank are chosen by
+    :class:`~sklearn_dof.DoFNystroem`, which ignores the weights: every
+    training row, whatever its weight, may be drawn as a landmark and counts
+    in the degrees of freedom.  Hence fitting with integer weights is not
+    the same as fitting on repeated rows, nor a zero weight the same as
+    removing the row.
+
+    References
+    ----------
+    .. [1] F. Bach, "Sharp analysis of low-rank kernel matrix approximations",
+       COLT 2013.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_dof import DoFKernelRidge
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(500, 2))
+    >>> y = np.sin(X).sum(1) + 0.1 * rng.randn(500)
+    >>> model = DoFKernelRidge(alpha=1.0, gamma=0.5, random_state=0).fit(X, y)
+    >>> bool(model.n_components_ < 500)
+    True
+    >>> bool(model.score(X, y) > 0.95)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **_NYSTROEM_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        alpha=1.0,
+        *,
+        kernel="rbf",
+        gamma=None,
+        coef0=None,
+        degree=None,
+        kernel_params=None,
+        n_components="auto",
+        sampling="uniform",
+        fit_intercept=True,
+        tol=0.1,
+        random_state=None,
+        n_jobs=None,
+    ):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.sampling = sampling
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Choose the landmarks, then solve the ridge problem on the features.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; with ``kernel="precomputed"`` the ``n x n`` Gram
+            matrix.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets.
+        sample_weight : float or array-like of shape (n_samples,), default=None
+            Non-negative weights of the squared errors.  They do not affect
+            the choice of the landmarks (see Notes).
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
+        Phi = self._fit_features(X, self.alpha)
+        problem = _LinearProblem(Phi, y, sample_weight, self.fit_intercept)
+        W = problem.solve(self.alpha)
+        self.coef_, intercept = _shape_coef(W, problem.intercept(W), y.ndim)
+        self.intercept_ = intercept if self.fit_intercept else 0.0
+        return self
+
+
+class _PredictionsAsInput(RegressorMixin, BaseEstimator):
+    """Regressor whose predictions are its input, to score given predictions."""
+
+    def predict(self, X):
+        return X
+
+    def decision_function(self, X):
+        return X
+
+
+class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
+    """Degrees-of-freedom Nystroem kernel ridge with efficient penalty selection.
+
+    The landmarks and the rank are chosen once, by
+    :class:`~sklearn_dof.DoFNystroem` at the smallest penalty of the grid
+    (the largest degrees of freedom, hence the largest rank the grid needs).
+    On these fixed features ``Phi`` (``n x p``) every penalty of the grid is
+    scored by exact leave-one-out cross-validation (or by generalised
+    cross-validation) from one eigendecomposition
+    ``Phi^T S Phi = V diag(s) V^T`` of the centred, weighted ``p x p`` Gram
+    matrix: with ``Z = Phi V``, the leverages
+
+    .. math:: h_i = w_i \\sum_j \\frac{Z_{ij}^2}{s_j + \\alpha}
+              + \\frac{w_i}{\\sum_l w_l}
+
+    (the last term for the unpenalised intercept) and the fitted residuals
+    ``r_i`` cost ``O(n p)`` per penalty, and the leave-one-out residual is
+    ``r_i / (1 - h_i)``.  The model is then refitted at the best penalty on
+    the same features.  The whole search costs about one fit.
+
+    Parameters
+    ----------
+    alphas : array-like of shape (n_alphas,), default=(0.1, 1.0, 10.0)
+        Penalties to try, on scikit-learn's scale (``alpha = n * lambda``).
+        The rank is chosen at ``min(alphas)``.
+    kernel : str or callable, default="rbf"
+        Any name of :data:`sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`,
+        ``"precomputed"``, or a callable ``k(x, y, **kernel_params) -> float``.
+    gamma : float, default=None
+        Parameter of the RBF, laplacian, polynomial, exponential chi2 and
+        sigmoid kernels.
+    coef0 : float, default=None
+        Zero coefficient of the polynomial and sigmoid kernels.
+    degree : float, default=None
+        Degree of the polynomial kernel.
+    kernel_params : dict, default=None
+        Extra keyword arguments of the kernel.
+    n_components : "auto" or int, default="auto"
+        Number of landmarks ``p``; ``"auto"`` uses the degrees of freedom at
+        ``min(alphas)``.
+    sampling : {"uniform", "pivoted"}, default="uniform"
+        Landmark selection: uniform without replacement, or greedy pivoted
+        Cholesky.
+    fit_intercept : bool, default=True
+        Fit an unpenalised intercept.  Leave-one-out refits it without the
+        left-out point, exactly.
+    criterion : {"loo", "gcv"}, default="loo"
+        ``"loo"``: exact leave-one-out residuals ``r_i / (1 - h_i)``.
+        ``"gcv"``: generalised cross-validation, each leverage replaced by
+        their mean ``tr(H) / n_samples`` (with ``scoring=None`` the score is
+        minus the GCV criterion ``mean(w_i r_i^2) / (1 - tr(H) / n)^2``).
+        Only used when ``cv=None``.
+    scoring : str or callable, default=None
+        Score of the cross-validated predictions, higher is better.  None:
+        with ``cv=None``, minus the mean of ``w_i`` times the squared
+        leave-one-out (or GCV) residuals, as in
+        :class:`~sklearn.linear_model.RidgeCV`; with a ``cv``, the
+        estimator's R^2.  A scorer given here does not see the sample
+        weights.
+    cv : int, cross-validation generator or iterable, default=None
+        None: the efficient leave-one-out (or GCV) above.  Otherwise a
+        :class:`~sklearn.model_selection.GridSearchCV` of
+        :class:`~sklearn.linear_model.Ridge` over ``alphas`` on the same
+        fixed features, with these splits.
+    store_cv_results : bool, default=False
+        Keep the per-sample results in ``cv_results_`` (``cv=None`` only).
+    tol : float, default=0.1
+        Relative tolerance of the degrees-of-freedom estimate.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the uniform landmark sampling.
+    n_jobs : int, default=None
+        Number of jobs for the kernel evaluations.
+
+    Attributes
+    ----------
+    alpha_ : float
+        The selected penalty.
+    best_score_ : float
+        Score at ``alpha_`` (with ``scoring=None`` and ``cv=None``, minus the
+        mean squared leave-one-out error).
+    cv_results_ : ndarray of shape (n_samples, n_alphas) or \
+            (n_samples, n_targets, n_alphas)
+        With ``store_cv_results=True``: per sample and penalty, ``w_i`` times
+        the squared leave-one-out (or GCV) residual when ``scoring=None``,
+        else the leave-one-out prediction.
+    nystroem_ : DoFNystroem
+        The feature map, fitted at ``min(alphas)``.
+    coef_ : ndarray of shape (n_components_,) or (n_targets, n_components_)
+        Weights of the features at ``alpha_``.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Independent term; 0.0 when ``fit_intercept=False``.
+    n_components_ : int
+        Number of landmarks ``p``.
+    dof_ : float
+        Estimated maximal marginal degrees of freedom at ``min(alphas)``.
+    effective_dof_ : float
+        Estimated degrees of freedom at ``min(alphas)``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during fit, when they are all strings.
+
+    See Also
+    --------
+    DoFKernelRidge : The model at one penalty.
+    sklearn.linear_model.RidgeCV : The same leave-one-out computation on
+        given features.
+
+    Notes
+    -----
+    The leave-one-out is exact for the ridge regression on the fixed
+    features: it does not reselect the landmarks without the left-out point
+    (the selection never looks at ``y``).  It equals
+    ``GridSearchCV(Ridge(), {"alpha": alphas}, cv=LeaveOneOut(),
+    scoring="neg_mean_squared_error")`` on ``nystroem_.transform(X)`` at the
+    cost of about one fit instead of ``n_samples * n_alphas``.
+
+    ``sample_weight`` weighs the squared errors, as in
+    :class:`~sklearn.linear_model.RidgeCV`; the landmarks ignore it (see
+    :class:`DoFKernelRidge`).
+
+    References
+    ----------
+    .. [1] F. Bach, "Sharp analysis of low-rank kernel matrix approximations",
+       COLT 2013.
+    .. [2] R. Rifkin and R. Lippert, "Notes on regularized least squares",
+       MIT-CSAIL-TR-2007-025, 2007.
+    .. [3] G. Golub, M. Heath and G. Wahba, "Generalized cross-validation as
+       a method for choosing a good ridge parameter", Technometrics, 1979.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_dof import DoFKernelRidgeCV
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.uniform(-3, 3, size=(500, 2))
+    >>> y = np.sin(X).sum(1) + rng.randn(500)
+    >>> model = DoFKernelRidgeCV(alphas=(0.1, 1.0, 10.0, 100.0), gamma=0.2,
+    ...                          random_state=0).fit(X, y)
+    >>> model.alpha_
+    1.0
+    >>> bool(model.n_components_ < 500)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **_NYSTROEM_CONSTRAINTS,
+        "alphas": ["array-like", Interval(Real, 0, None, closed="neither")],
+        "criterion": [StrOptions({"loo", "gcv"})],
+        "scoring": [StrOptions(set(get_scorer_names())), callable, None],
+        "cv": ["cv_object"],
+        "store_cv_results": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        alphas=(0.1, 1.0, 10.0),
+        *,
+        kernel="rbf",
+        gamma=None,
+        coef0=None,
+        degree=None,
+        kernel_params=None,
+        n_components="auto",
+        sampling="uniform",
+        fit_intercept=True,
+        criterion="loo",
+        scoring=None,
+        cv=None,
+        store_cv_results=False,
+        tol=0.1,
+        random_state=None,
+        n_jobs=None,
+    ):
+        self.alphas = alphas
+        self.kernel = kernel
+        self.gamma = gamma
+        self.coef0 = coef0
+        self.degree = degree
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.sampling = sampling
+        self.fit_intercept = fit_intercept
+        self.criterion = criterion
+        self.scoring = scoring
+        self.cv = cv
+        self.store_cv_results = store_cv_results
+        self.tol = tol
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _check_alphas(self):
+        alphas = np.asarray(self.alphas)
+        if alphas.ndim == 0:
+            alphas = alphas.reshape(1)
+        bad = (
+            alphas.ndim != 1
+            or alphas.size == 0
+            or not np.issubdtype(alphas.dtype, np.number)
+            or np.iscomplexobj(alphas)
+        )
+        if not bad:
+            alphas = alphas.astype(np.float64)
+            bad = not (np.isfinite(alphas).all() and (alphas > 0).all())
+        if bad:
+            raise InvalidParameterError(
+                "The 'alphas' parameter of DoFKernelRidgeCV must be a float > 0 "
+                "or a non-empty 1d array-like of finite floats > 0. "
+                f"Got {self.alphas!r} instead."
+            )
+        return alphas
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Choose the landmarks, select the penalty, and fit at it.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data; with ``kernel="precomputed"`` the ``n x n`` Gram
+            matrix.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets.
+        sample_weight : float or array-like of shape (n_samples,), default=None
+            Non-negative weights of the squared errors (in the fit and, with
+            ``scoring=None`` and ``cv=None``, in the cross-validation score).
+            They do not affect the choice of the landmarks.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        alphas = self._check_alphas()
+        if self.cv is not None and self.store_cv_results:
+            raise ValueError(
+                "store_cv_results=True requires cv=None (efficient leave-one-out)."
+            )
+        X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
+        if X.shape[0] < 2:
+            raise ValueError(
+                "Cross-validation needs at least 2 samples; got n_samples=1."
+            )
+        Phi = self._fit_features(X, float(alphas.min()))
+        problem = _LinearProblem(Phi, y, sample_weight, self.fit_intercept)
+
+        if self.cv is None:
+            scores = self._efficient_cv(problem, alphas, y)
+            best = int(np.argmax(scores))  # the first of tied maxima
+            self.alpha_ = float(alphas[best])
+            self.best_score_ = float(scores[best])
+        else:
+            ridge = Ridge(fit_intercept=self.fit_intercept)
+            if sample_weight is not None and get_config()["enable_metadata_routing"]:
+                ridge.set_fit_request(sample_weight=True)
+            search = GridSearchCV(
+                ridge,
+                {"alpha": alphas.tolist()},
+                cv=self.cv,
+                scoring=self.scoring,
+                refit=False,
+            )
+            fit_params = (
+                {} if sample_weight is None else {"sample_weight": sample_weight}
+            )
+            search.fit(Phi.astype(np.float64, copy=False), y, **fit_params)
+            self.alpha_ = float(search.best_params_["alpha"])
+            self.best_score_ = float(search.best_score_)
+
+        W = problem.solve(self.alpha_)
+        self.coef_, intercept = _shape_coef(W, problem.intercept(W), y.ndim)
+        self.intercept_ = intercept if self.fit_intercept else 0.0
+        return self
+
+    def _efficient_cv(self, problem, alphas, y):
+        """Score every penalty from one eigendecomposition; O(n p) each."""
+        n_samples, n_targets = problem.y.shape
+        eigvals, V = linalg.eigh(0.5 * (problem.gram + problem.gram.T))
+        eigvals = np.clip(eigvals, 0, None)
+        Z = problem.Phi @ V  # centred, unweighted features in the eigenbasis
+        Z2 = Z * Z
+        ZT_y = V.T @ problem.rhs  # = Z^T S y
+        sw = problem.sw
+        intercept_leverage = sw / sw.sum() if self.fit_intercept else 0.0
+        scorer = None if self.scoring is None else get_scorer(self.scoring)
+
+        scores = np.empty(alphas.shape[0])
+        if self.store_cv_results:
+            results = np.empty((n_samples, n_targets, alphas.shape[0]))
+        for i, alpha in enumerate(alphas):
+            shrink = 1.0 / (eigvals + alpha)
+            residuals = problem.y - Z @ (shrink[:, None] * ZT_y)
+            if self.criterion == "loo":
+                leverage = sw * (Z2 @ shrink) + intercept_leverage
+            else:
+                trace = eigvals @ shrink + float(self.fit_intercept)
+                leverage = np.full(n_samples, trace / n_samples)
+            errors = residuals / (1.0 - leverage)[:, None]
+            if scorer is None:
+                weighted_squares = sw[:, None] * errors**2
+                scores[i] = -weighted_squares.mean()
+                if self.store_cv_results:
+                    results[:, :, i] = weighted_squares
+            else:
+                predictions = (y.reshape(n_samples, -1) - errors).reshape(y.shape)
+                scores[i] = scorer(_PredictionsAsInput(), predictions, y)
+                if self.store_cv_results:
+                    results[:, :, i] = predictions.reshape(n_samples, -1)
+        if self.store_cv_results:
+            self.cv_results_ = results[:, 0] if y.ndim == 1 else results
+        return scores

@@ -1,0 +1,444 @@
+import pickle
+
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.base import clone
+from sklearn.linear_model import Ridge, RidgeCV
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
+from sklearn.pipeline import make_pipeline
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sklearn_dof import DoFNystroem, _ridge
+from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
+
+ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0)
+GAMMA = 0.05
+
+
+def _make_data(n_samples, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-3, 3, size=(n_samples, 2))
+    f = np.c_[np.sin(X[:, 0]) + np.cos(X[:, 1]), X[:, 0] * np.cos(X[:, 1])]
+    y = f + 0.3 * rng.randn(n_samples, 2) + np.array([2.0, -1.0])
+    sample_weight = rng.uniform(0.2, 3.0, size=n_samples)
+    return X, y, sample_weight
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _make_data(150)
+
+
+@pytest.fixture(scope="module")
+def small_data():
+    return _make_data(80, seed=1)
+
+
+def _targets(y, multioutput):
+    return y if multioutput else y[:, 0]
+
+
+# --------------------------------------------------------------------------
+# DoFKernelRidge
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
+@pytest.mark.parametrize("multioutput", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_kernel_ridge_equals_pipeline(
+    data, fit_intercept, sampling, multioutput, weighted
+):
+    X, y, sw = data
+    y = _targets(y, multioutput)
+    sw = sw if weighted else None
+    a = 2.0
+    params = dict(gamma=GAMMA, sampling=sampling, random_state=0)
+    model = DoFKernelRidge(alpha=a, fit_intercept=fit_intercept, **params)
+    model.fit(X, y, sample_weight=sw)
+    pipe = make_pipeline(
+        DoFNystroem(alpha=a, **params), Ridge(alpha=a, fit_intercept=fit_intercept)
+    ).fit(X, y, ridge__sample_weight=sw)
+
+    nys, ridge = pipe[0], pipe[-1]
+    assert model.n_components_ == nys.n_components_ < X.shape[0]
+    np.testing.assert_array_equal(
+        model.nystroem_.component_indices_, nys.component_indices_
+    )
+    assert model.dof_ == nys.dof_
+    assert model.effective_dof_ == nys.effective_dof_
+    assert model.coef_.shape == ridge.coef_.shape
+    assert np.shape(model.intercept_) == np.shape(ridge.intercept_)
+    np.testing.assert_allclose(model.coef_, ridge.coef_, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(model.intercept_, ridge.intercept_, atol=1e-8)
+    X_test = _make_data(40, seed=5)[0]
+    for Z in (X, X_test):
+        np.testing.assert_allclose(
+            model.predict(Z), pipe.predict(Z), rtol=1e-8, atol=1e-8
+        )
+
+
+def test_kernel_ridge_is_low_rank_kernel_ridge(data):
+    # Without intercept nor weights: predictions L (L + alpha I)^-1 y with L the
+    # Nystroem approximation of the kernel matrix on the chosen columns.
+    # (A rougher kernel than GAMMA and a fixed rank keep K(I, I) well
+    # conditioned, so that the pseudo-inverse below is an accurate reference.)
+    X, y, _ = data
+    a, gamma = 1.5, 0.5
+    model = DoFKernelRidge(
+        a, gamma=gamma, n_components=40, fit_intercept=False, random_state=0
+    )
+    model.fit(X, y[:, 0])
+    K = rbf_kernel(X, gamma=gamma)
+    idx = model.nystroem_.component_indices_
+    L = K[:, idx] @ np.linalg.pinv(K[np.ix_(idx, idx)]) @ K[idx]
+    expected = L @ np.linalg.solve(L + a * np.eye(len(X)), y[:, 0])
+    np.testing.assert_allclose(model.predict(X), expected, atol=1e-7)
+
+
+def test_kernel_ridge_precomputed_matches_rbf(data):
+    X, y, _ = data
+    X_test = _make_data(30, seed=3)[0]
+    model = DoFKernelRidge(1.0, gamma=GAMMA, random_state=0).fit(X, y)
+    pre = DoFKernelRidge(1.0, kernel="precomputed", random_state=0)
+    pre.fit(rbf_kernel(X, gamma=GAMMA), y)
+    np.testing.assert_array_equal(
+        pre.nystroem_.component_indices_, model.nystroem_.component_indices_
+    )
+    np.testing.assert_allclose(
+        pre.predict(rbf_kernel(X_test, X, gamma=GAMMA)),
+        model.predict(X_test),
+        atol=1e-8,
+    )
+
+
+def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch):
+    X, y, sw = data
+    model = DoFKernelRidge(1.0, gamma=GAMMA, random_state=0)
+    expected = model.fit(X, y, sample_weight=sw).predict(X)
+
+    class BrokenCholesky:
+        """scipy.linalg, but for _ridge only, with a failing cho_factor."""
+
+        def __getattr__(self, name):
+            return getattr(linalg, name)
+
+        @staticmethod
+        def cho_factor(*args, **kwargs):
+            raise linalg.LinAlgError("not positive definite")
+
+    monkeypatch.setattr(_ridge, "linalg", BrokenCholesky())
+    with pytest.warns(linalg.LinAlgWarning, match="eigendecomposition"):
+        fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
+    np.testing.assert_allclose(fallback, expected, rtol=1e-8, atol=1e-8)
+
+
+def test_indefinite_system_falls_back_to_eigh():
+    # A Gram matrix made indefinite by rounding: the eigendecomposition
+    # clips its negative eigenvalues.
+    gram = np.diag([4.0, -3.0])
+    with pytest.warns(linalg.LinAlgWarning, match="Cholesky"):
+        W = _ridge._solve_normal_equations(gram, np.ones((2, 1)), 1.0)
+    np.testing.assert_allclose(W[:, 0], [0.2, 1.0])
+
+
+@pytest.mark.parametrize("alpha", [0, 0.0, -1.0])
+def test_nonpositive_alpha_is_rejected(data, alpha):
+    X, y, _ = data
+    with pytest.raises(InvalidParameterError, match="'alpha' parameter"):
+        DoFKernelRidge(alpha=alpha).fit(X, y)
+
+
+@pytest.mark.parametrize("alphas", [(1.0, 0.0), [-1.0], -1.0, 0, (), [[1.0]]])
+def test_nonpositive_alphas_are_rejected(data, alphas):
+    X, y, _ = data
+    with pytest.raises(InvalidParameterError, match="'alphas' parameter"):
+        DoFKernelRidgeCV(alphas=alphas).fit(X, y)
+    assert issubclass(InvalidParameterError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        DoFKernelRidge(2.0, gamma=GAMMA, random_state=0),
+        DoFKernelRidgeCV(ALPHAS, gamma=GAMMA, sampling="pivoted"),
+    ],
+)
+def test_pickle_round_trip(data, model):
+    X, y, _ = data
+    model = clone(model).fit(X, y)
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.predict(X), model.predict(X))
+
+
+def test_clone_and_set_params(data):
+    X, y, _ = data
+    model = DoFKernelRidge(1.0, gamma=GAMMA, random_state=0).fit(X, y[:, 0])
+    copy = clone(model)
+    assert copy.get_params() == model.get_params()
+    assert not hasattr(copy, "coef_")
+    copy.set_params(alpha=20.0, sampling="pivoted").fit(X, y[:, 0])
+    assert copy.alpha == 20.0
+    # One penalty drives both the rank and the solve: more penalty, fewer
+    # degrees of freedom, fewer columns.
+    assert copy.dof_ < model.dof_
+    assert copy.n_components_ < model.n_components_
+    ref = DoFKernelRidge(20.0, gamma=GAMMA, sampling="pivoted", random_state=0)
+    np.testing.assert_allclose(copy.predict(X), ref.fit(X, y[:, 0]).predict(X))
+
+    cv = DoFKernelRidgeCV(ALPHAS).set_params(criterion="gcv", fit_intercept=False)
+    assert clone(cv).get_params()["criterion"] == "gcv"
+
+
+def test_feature_names(data):
+    pd = pytest.importorskip("pandas")
+    X, y, _ = data
+    df = pd.DataFrame(X, columns=["a", "b"])
+    for model in (
+        DoFKernelRidge(gamma=GAMMA, random_state=0),
+        DoFKernelRidgeCV(gamma=GAMMA, random_state=0),
+    ):
+        model.fit(df, y[:, 0])
+        np.testing.assert_array_equal(model.feature_names_in_, ["a", "b"])
+        assert model.n_features_in_ == 2
+        ref = clone(model).fit(X, y[:, 0])
+        np.testing.assert_allclose(model.predict(df), ref.predict(X))
+
+
+# --------------------------------------------------------------------------
+# DoFKernelRidgeCV
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("multioutput", [False, True])
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
+def test_cv_equals_grid_search_leave_one_out(
+    small_data, fit_intercept, multioutput, sampling
+):
+    X, y, _ = small_data
+    y = _targets(y, multioutput)
+    model = DoFKernelRidgeCV(
+        ALPHAS,
+        gamma=GAMMA,
+        sampling=sampling,
+        fit_intercept=fit_intercept,
+        store_cv_results=True,
+        random_state=0,
+    ).fit(X, y)
+    Phi = model.nystroem_.transform(X)
+    assert Phi.shape[1] == model.n_components_ < X.shape[0]
+
+    search = GridSearchCV(
+        Ridge(fit_intercept=fit_intercept),
+        {"alpha": ALPHAS},
+        cv=LeaveOneOut(),
+        scoring="neg_mean_squared_error",
+    ).fit(Phi, y)
+    assert model.alpha_ == search.best_params_["alpha"]
+    assert model.best_score_ == pytest.approx(search.best_score_, rel=1e-8)
+    # The whole curve, not just its best point.
+    loo_mse = model.cv_results_.reshape(X.shape[0], -1, len(ALPHAS)).mean(axis=(0, 1))
+    np.testing.assert_allclose(
+        -loo_mse, search.cv_results_["mean_test_score"], rtol=1e-8
+    )
+    best = search.best_estimator_
+    assert model.coef_.shape == best.coef_.shape
+    np.testing.assert_allclose(model.coef_, best.coef_, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(model.intercept_, best.intercept_, atol=1e-8)
+    np.testing.assert_allclose(model.predict(X), best.predict(Phi), atol=1e-8)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("multioutput", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cv_equals_sklearn_ridge_cv(data, fit_intercept, multioutput, weighted):
+    X, y, sw = data
+    y = _targets(y, multioutput)
+    sw = sw if weighted else None
+    model = DoFKernelRidgeCV(
+        ALPHAS,
+        gamma=GAMMA,
+        fit_intercept=fit_intercept,
+        store_cv_results=True,
+        random_state=0,
+    ).fit(X, y, sample_weight=sw)
+    Phi = model.nystroem_.transform(X)
+    ref = RidgeCV(ALPHAS, fit_intercept=fit_intercept, store_cv_results=True)
+    ref.fit(Phi, y, sample_weight=sw)
+    assert model.alpha_ == ref.alpha_
+    assert model.best_score_ == pytest.approx(ref.best_score_, rel=1e-8)
+    assert model.cv_results_.shape == ref.cv_results_.shape
+    np.testing.assert_allclose(model.cv_results_, ref.cv_results_, rtol=1e-7)
+    np.testing.assert_allclose(model.predict(X), ref.predict(Phi), atol=1e-8)
+
+
+def test_cv_with_scoring_equals_sklearn_ridge_cv(data):
+    X, y, _ = data
+    scoring = "neg_mean_absolute_error"
+    model = DoFKernelRidgeCV(
+        ALPHAS, gamma=GAMMA, scoring=scoring, store_cv_results=True, random_state=0
+    ).fit(X, y[:, 0])
+    Phi = model.nystroem_.transform(X)
+    ref = RidgeCV(ALPHAS, scoring=scoring, store_cv_results=True).fit(Phi, y[:, 0])
+    assert model.alpha_ == ref.alpha_
+    assert model.best_score_ == pytest.approx(ref.best_score_, rel=1e-8)
+    # Stored values are the leave-one-out predictions.
+    np.testing.assert_allclose(model.cv_results_, ref.cv_results_, rtol=1e-8)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_weighted_leave_one_out_is_exact(small_data, fit_intercept):
+    # Brute force: refit the weighted ridge without each point in turn, on the
+    # same features; zero weights included.
+    X, y, sw = small_data
+    sw = sw.copy()
+    sw[:5] = 0.0
+    alphas = (0.5, 5.0)
+    model = DoFKernelRidgeCV(
+        alphas,
+        gamma=GAMMA,
+        fit_intercept=fit_intercept,
+        store_cv_results=True,
+        random_state=0,
+    ).fit(X, y, sample_weight=sw)
+    Phi = model.nystroem_.transform(X)
+    n = X.shape[0]
+    for j, a in enumerate(alphas):
+        errors = np.empty_like(y)
+        for i in range(n):
+            keep = np.arange(n) != i
+            ridge = Ridge(alpha=a, fit_intercept=fit_intercept)
+            ridge.fit(Phi[keep], y[keep], sample_weight=sw[keep])
+            errors[i] = y[i] - ridge.predict(Phi[i : i + 1])[0]
+        np.testing.assert_allclose(
+            model.cv_results_[:, :, j], sw[:, None] * errors**2, rtol=1e-7, atol=1e-12
+        )
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gcv_matches_explicit_hat_matrix(small_data, fit_intercept, weighted):
+    X, y, sw = small_data
+    y = y[:, 0]
+    sw = sw if weighted else np.ones(X.shape[0])
+    model = DoFKernelRidgeCV(
+        ALPHAS,
+        gamma=GAMMA,
+        fit_intercept=fit_intercept,
+        criterion="gcv",
+        store_cv_results=True,
+        random_state=0,
+    ).fit(X, y, sample_weight=sw if weighted else None)
+    Phi = model.nystroem_.transform(X)
+    n, p = Phi.shape
+    # Explicit n x n hat matrix of the weighted problem, intercept unpenalised.
+    root = np.sqrt(sw)[:, None]
+    design = np.hstack([Phi, np.ones((n, 1))]) if fit_intercept else Phi
+    penalty = np.eye(design.shape[1])
+    if fit_intercept:
+        penalty[-1, -1] = 0.0
+    scores = []
+    for a in ALPHAS:
+        A = design.T @ (sw[:, None] * design) + a * penalty
+        H = (root * design) @ np.linalg.solve(A, (root * design).T)
+        fitted = design @ np.linalg.solve(A, design.T @ (sw * y))
+        gcv = np.mean(sw * (y - fitted) ** 2) / (1 - np.trace(H) / n) ** 2
+        scores.append(-gcv)
+    np.testing.assert_allclose(-model.cv_results_.mean(axis=0), scores, rtol=1e-8)
+    assert model.alpha_ == ALPHAS[int(np.argmax(scores))]
+    assert model.best_score_ == pytest.approx(max(scores), rel=1e-8)
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
+def test_cv_rank_at_smallest_alpha_and_refit_on_same_features(data, sampling):
+    X, y, sw = data
+    model = DoFKernelRidgeCV(
+        ALPHAS, gamma=GAMMA, sampling=sampling, random_state=0
+    ).fit(X, y, sample_weight=sw)
+    assert model.nystroem_.alpha == min(ALPHAS)
+    nys = DoFNystroem(alpha=min(ALPHAS), gamma=GAMMA, sampling=sampling, random_state=0)
+    nys.fit(X)
+    assert model.n_components_ == nys.n_components_ < X.shape[0]
+    assert model.dof_ == nys.dof_
+    # The refit at alpha_ is DoFKernelRidge on the same columns.
+    refit = DoFKernelRidge(
+        model.alpha_,
+        gamma=GAMMA,
+        sampling=sampling,
+        n_components=model.n_components_,
+        random_state=0,
+    ).fit(X, y, sample_weight=sw)
+    np.testing.assert_array_equal(
+        refit.nystroem_.component_indices_, model.nystroem_.component_indices_
+    )
+    np.testing.assert_allclose(refit.coef_, model.coef_, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(refit.predict(X), model.predict(X), atol=1e-8)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cv_with_splitter_equals_grid_search(data, weighted):
+    X, y, sw = data
+    sw = sw if weighted else None
+    cv = KFold(5, shuffle=True, random_state=0)
+    model = DoFKernelRidgeCV(ALPHAS, gamma=GAMMA, cv=cv, random_state=0)
+    model.fit(X, y, sample_weight=sw)
+    Phi = model.nystroem_.transform(X)
+    search = GridSearchCV(Ridge(), {"alpha": ALPHAS}, cv=cv)
+    search.fit(Phi, y, sample_weight=sw)
+    assert model.alpha_ == search.best_params_["alpha"]
+    assert model.best_score_ == pytest.approx(search.best_score_, rel=1e-10)
+    np.testing.assert_allclose(model.coef_, search.best_estimator_.coef_, atol=1e-8)
+
+
+def test_cv_errors(data):
+    X, y, _ = data
+    with pytest.raises(ValueError, match="store_cv_results=True requires cv=None"):
+        DoFKernelRidgeCV(cv=3, store_cv_results=True).fit(X, y)
+    with pytest.raises(ValueError, match="n_samples=1"):
+        DoFKernelRidgeCV().fit(X[:1], y[:1])
+    with pytest.raises(InvalidParameterError, match="'criterion' parameter"):
+        DoFKernelRidgeCV(criterion="aic").fit(X, y)
+
+
+def test_cv_scalar_alpha(data):
+    X, y, _ = data
+    model = DoFKernelRidgeCV(alphas=2.0, gamma=GAMMA, random_state=0).fit(X, y)
+    ref = DoFKernelRidge(2.0, gamma=GAMMA, random_state=0).fit(X, y)
+    assert model.alpha_ == 2.0
+    np.testing.assert_allclose(model.predict(X), ref.predict(X), atol=1e-8)
+
+
+# --------------------------------------------------------------------------
+# scikit-learn's estimator checks
+
+_WEIGHTS_VS_REPETITIONS = (
+    "the landmarks are drawn among the training rows and the rank follows "
+    "their number, whatever their sample_weight: repeating a row or giving "
+    "it weight zero changes the Nystroem features, while weighting does not"
+)
+
+
+def _expected_failed_checks(estimator):
+    # Only fails when the rank is below n_samples (on the check's 15 to 45
+    # rows the automatic rank may take every row, and the features then give
+    # exact kernel ridge regression, for which the equivalence holds).
+    return {
+        "check_sample_weight_equivalence_on_dense_data": _WEIGHTS_VS_REPETITIONS,
+        "check_sample_weight_equivalence_on_sparse_data": _WEIGHTS_VS_REPETITIONS,
+    }
+
+
+@parametrize_with_checks(
+    [
+        DoFKernelRidge(),
+        DoFKernelRidge(sampling="pivoted", fit_intercept=False),
+        DoFKernelRidgeCV(),
+        DoFKernelRidgeCV(criterion="gcv", sampling="pivoted", alphas=(1.0, 10.0)),
+    ],
+    expected_failed_checks=_expected_failed_checks,
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
