@@ -20,3 +20,18 @@ def load_shared(name, n_samples=None, random_state=0):
     scale = X.std(axis=0)
     X = (X - X.mean(axis=0)) / np.where(scale > 0, scale, 1.0)
     return X, (y - y.mean()) / y.std()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _single_threaded_blas():
+    """Run BLAS on one thread in tests.
+
+    The test matrices are small: OpenBLAS threads only add synchronisation,
+    which on a loaded 2-core machine made many small LAPACK calls tens of
+    times slower, and they oversubscribe the cores when a test also runs
+    ``n_jobs=2`` worker processes.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
