@@ -6,6 +6,7 @@ from ._dof import (
     estimate_degrees_of_freedom,
     leverage_score_bounds,
 )
+from ._logistic import DoFKernelLogisticRegression
 from ._nystroem import DoFNystroem
 from ._rank import auto_rank, theoretical_rank
 from ._ridge import DoFKernelRidge, DoFKernelRidgeCV
@@ -14,6 +15,7 @@ from ._version import __version__
 
 __all__ = [
     "DegreesOfFreedom",
+    "DoFKernelLogisticRegression",
     "DoFKernelRidge",
     "DoFKernelRidgeCV",
     "DoFNystroem",

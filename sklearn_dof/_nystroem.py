@@ -213,8 +213,16 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         n_samples = X.shape[0]
 
         if self.n_components == "auto":
+            # The rank rule reads d_max only: certifying d_eff as well would
+            # cost columns the features never use.
             dof, chol, grow = _estimate_from_access(
-                access, self.alpha, None, self.tol, self.random_state, self.sampling
+                access,
+                self.alpha,
+                None,
+                self.tol,
+                self.random_state,
+                self.sampling,
+                certify_d_eff=False,
             )
             n_components = auto_rank(dof.d_max, self.sampling, n_samples)
         else:

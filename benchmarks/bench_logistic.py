@@ -1,0 +1,217 @@
+"""Kernel logistic regression on auto-rank Nystroem features, on real data.
+
+Two parts, on ``--n-train`` / ``--n-test`` rows drawn from the fixed splits of
+LIBSVM ijcnn1 and a9a (Adult), RBF kernel with a fixed ``gamma`` per data set:
+
+1. Accuracy and fit time, side by side, of
+
+   * :class:`sklearn.svm.SVC` (RBF, same ``gamma``) over a grid of ``C``;
+   * :class:`sklearn_dof.DoFKernelLogisticRegression` with
+     ``n_components="auto"`` (uniform and pivoted landmarks) over a grid of
+     ``alpha``;
+   * exact kernel logistic regression at the same ``alpha``: the Newton
+     solver on the features ``L`` of the Cholesky factorisation
+     ``K + 1e-8 I = L L^T`` of the full kernel matrix (``n`` features).
+
+2. Iterations and time of the solvers at ``alpha`` in {1e-2, 1e-4, 1e-6,
+   1e-8} on one fixed Nystroem feature map (``--n-components`` uniform
+   landmarks): this package's Newton (Cholesky and Newton-CG steps),
+   scikit-learn's ``newton-cholesky`` and ``lbfgs`` with the same ``tol``
+   (``max_iter=10000``), and the objective each reaches,
+   ``sum_i loss_i + alpha / 2 ||coef||^2``, above the best of them.
+
+BLAS runs single-threaded by default (``--threads``): on a shared machine
+oversubscribed BLAS threads make timings meaningless.
+
+Usage::
+
+    python benchmarks/bench_logistic.py           # about 5 minutes
+    python benchmarks/bench_logistic.py --quick   # 1000 / 1000 rows, ~30 s
+"""
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import sklearn
+from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.svm import SVC
+from threadpoolctl import threadpool_limits
+
+from sklearn_dof import DoFNystroem
+from sklearn_dof._logistic import DoFKernelLogisticRegression
+from sklearn_dof._newton import logistic_newton
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+# gamma of the RBF kernel and the penalties of part 1, per data set: the
+# penalties bracket the best test accuracy of logistic regression.
+SETTINGS = {
+    "ijcnn1": {"gamma": 0.1, "alphas": [1e-1, 1e-2, 1e-3]},
+    "a9a_adult": {"gamma": 0.01, "alphas": [1.0, 1e-1, 1e-2]},
+}
+SVC_CS = [0.1, 1.0, 10.0, 100.0, 1000.0]
+SOLVER_ALPHAS = [1e-2, 1e-4, 1e-6, 1e-8]
+
+
+def load_split(name, n_train, n_test, seed=0):
+    data = np.load(DATA_DIR / f"{name}.npz")
+    X, y, is_test = data["X"], data["y"], data["is_test"]
+    rng = np.random.RandomState(seed)
+    train = rng.choice(np.flatnonzero(~is_test), n_train, replace=False)
+    test = rng.choice(np.flatnonzero(is_test), n_test, replace=False)
+    return X[train], y[train], X[test], y[test]
+
+
+def timed(func, *args, **kwargs):
+    start = time.perf_counter()
+    out = func(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def exact_klr(X_train, y_train, X_test, y_test, gamma, alpha, tol):
+    """Newton on exact kernel features: accuracy, seconds, Newton steps."""
+    start = time.perf_counter()
+    K = rbf_kernel(X_train, gamma=gamma)
+    K[np.diag_indices_from(K)] += 1e-8
+    L = linalg.cholesky(K, lower=True)
+    labels = (y_train == np.unique(y_train)[1]).astype(int)
+    res = logistic_newton(L, labels, alpha, tol=tol)
+    seconds = time.perf_counter() - start
+    Phi_test = linalg.solve_triangular(
+        L, rbf_kernel(X_train, X_test, gamma=gamma), lower=True
+    ).T
+    scores = Phi_test @ res.coef[0] + res.intercept[0]
+    pred = np.where(scores > 0, np.unique(y_train)[1], np.unique(y_train)[0])
+    return float((pred == y_test).mean()), seconds, res.n_iter
+
+
+def objective(coef, intercept, Phi, labels, alpha):
+    raw = Phi @ np.ravel(coef) + np.ravel(intercept)[0]
+    return float(
+        np.logaddexp(0, raw).sum() - raw @ labels + 0.5 * alpha * np.sum(coef**2)
+    )
+
+
+def part_accuracy(name, split, tol):
+    X_train, y_train, X_test, y_test = split
+    gamma, alphas = SETTINGS[name]["gamma"], SETTINGS[name]["alphas"]
+    n = X_train.shape[0]
+    rows = []
+    for C in SVC_CS:
+        svc, seconds = timed(SVC(C=C, gamma=gamma).fit, X_train, y_train)
+        rows.append(("SVC", f"C={C:g}", n, svc.score(X_test, y_test), seconds, ""))
+    for alpha in alphas:
+        for sampling in ["uniform", "pivoted"]:
+            clf = DoFKernelLogisticRegression(
+                alpha=alpha, gamma=gamma, sampling=sampling, tol=tol, random_state=0
+            )
+            _, seconds = timed(clf.fit, X_train, y_train)
+            rows.append(
+                (
+                    f"DoF-KLR {sampling}",
+                    f"alpha={alpha:g}",
+                    clf.n_components_,
+                    clf.score(X_test, y_test),
+                    seconds,
+                    f"{clf.n_iter_[0]} (d_max {clf.dof_:.0f}, "
+                    f"d_eff {clf.effective_dof_:.0f})",
+                )
+            )
+        accuracy, seconds, n_iter = exact_klr(
+            X_train, y_train, X_test, y_test, gamma, alpha, tol
+        )
+        rows.append(("exact KLR", f"alpha={alpha:g}", n, accuracy, seconds, n_iter))
+
+    print(f"\n## {name}: accuracy, {n} train / {len(y_test)} test, gamma={gamma}")
+    print(f"{'method':<18} {'param':<12} {'p':>5} {'acc':>7} {'fit s':>7}  Newton")
+    for method, param, p, acc, seconds, extra in rows:
+        print(f"{method:<18} {param:<12} {p:>5} {acc:>7.4f} {seconds:>7.2f}  {extra}")
+    best_svc = max(r[3] for r in rows if r[0] == "SVC")
+    best_dof = max(r[3] for r in rows if r[0].startswith("DoF"))
+    best_exact = max(r[3] for r in rows if r[0] == "exact KLR")
+    print(
+        f"best accuracy: SVC {best_svc:.4f}, DoF-KLR {best_dof:.4f}, "
+        f"exact KLR {best_exact:.4f}"
+    )
+
+
+def part_solvers(name, split, n_components, tol):
+    X_train, y_train, _, _ = split
+    gamma = SETTINGS[name]["gamma"]
+    nystroem = DoFNystroem(gamma=gamma, n_components=n_components, random_state=0)
+    Phi = nystroem.fit_transform(X_train)
+    labels = (y_train == np.unique(y_train)[1]).astype(int)
+    print(
+        f"\n## {name}: solvers on {Phi.shape[1]} fixed Nystroem features, "
+        f"n={Phi.shape[0]}, tol={tol:g}"
+    )
+    print(
+        f"{'alpha':>7} {'solver':<22} {'iters':>6} {'seconds':>8} "
+        f"{'objective - best':>17}"
+    )
+    for alpha in SOLVER_ALPHAS:
+        results = []
+        for inner in ["cholesky", "cg"]:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                res, seconds = timed(
+                    logistic_newton, Phi, labels, alpha, tol=tol, inner_solver=inner
+                )
+            label = f"DoF Newton ({inner})" + ("" if res.converged else " *")
+            obj = objective(res.coef, res.intercept, Phi, labels, alpha)
+            results.append((label, res.n_iter, seconds, obj))
+        for solver, max_iter in [("newton-cholesky", 1000), ("lbfgs", 10_000)]:
+            ref = LogisticRegression(
+                C=1.0 / alpha, solver=solver, tol=tol, max_iter=max_iter
+            )
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                _, seconds = timed(ref.fit, Phi, labels)
+            flag = " *" if caught else ""
+            obj = objective(ref.coef_, ref.intercept_, Phi, labels, alpha)
+            results.append((f"sklearn {solver}{flag}", ref.n_iter_[0], seconds, obj))
+        best = min(r[3] for r in results)
+        for label, n_iter, seconds, obj in results:
+            print(
+                f"{alpha:>7.0e} {label:<22} {n_iter:>6} {seconds:>8.3f} "
+                f"{obj - best:>17.3e}"
+            )
+    print("(* = stopped with a ConvergenceWarning)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-train", type=int, default=3000)
+    parser.add_argument("--n-test", type=int, default=2000)
+    parser.add_argument("--n-components", type=int, default=500)
+    parser.add_argument("--tol", type=float, default=1e-8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--datasets", nargs="+", default=list(SETTINGS))
+    parser.add_argument(
+        "--quick", action="store_true", help="1000 / 1000 rows, 200 components"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.n_train, args.n_test, args.n_components = 1000, 1000, 200
+    print(
+        f"scikit-learn {sklearn.__version__}, numpy {np.__version__}, "
+        f"BLAS threads {args.threads}"
+    )
+    with threadpool_limits(args.threads):
+        for name in args.datasets:
+            if not (DATA_DIR / f"{name}.npz").exists():
+                print(f"\n## {name}: {DATA_DIR / name}.npz not found, skipped")
+                continue
+            split = load_split(name, args.n_train, args.n_test)
+            part_accuracy(name, split, args.tol)
+            part_solvers(name, split, args.n_components, args.tol)
+
+
+if __name__ == "__main__":
+    main()
