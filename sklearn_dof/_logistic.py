@@ -15,10 +15,12 @@ from sklearn.utils.validation import (
 
 from ._kernels import KERNEL_CONSTRAINTS
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
-from ._nystroem import DoFNystroem
+from ._nystroem import _NystroemFeaturesMixin
 
 
-class DoFKernelLogisticRegression(ClassifierMixin, BaseEstimator):
+class DoFKernelLogisticRegression(
+    _NystroemFeaturesMixin, ClassifierMixin, BaseEstimator
+):
     """Kernel logistic regression on Nystroem features of automatic rank.
 
     Fits a :class:`DoFNystroem` feature map ``phi`` (stored as
@@ -245,19 +247,7 @@ class DoFKernelLogisticRegression(ClassifierMixin, BaseEstimator):
         if not keep.all() and self.kernel != "precomputed":
             X, y_index, sample_weight = X[keep], y_index[keep], sample_weight[keep]
 
-        self.nystroem_ = DoFNystroem(
-            kernel=self.kernel,
-            gamma=self.gamma,
-            coef0=self.coef0,
-            degree=self.degree,
-            kernel_params=self.kernel_params,
-            alpha=self.alpha,
-            n_components=self.n_components,
-            sampling=self.sampling,
-            random_state=self.random_state,
-            n_jobs=self.n_jobs,
-        )
-        Phi = self.nystroem_.fit_transform(X)
+        Phi = self._fit_nystroem(X, self.alpha)
 
         n_classes = self.classes_.shape[0]
         result = logistic_newton(
@@ -277,9 +267,6 @@ class DoFKernelLogisticRegression(ClassifierMixin, BaseEstimator):
         self.solver_ = {"cholesky": "newton-cholesky", "cg": "newton-cg"}[
             result.inner_solver
         ]
-        self.n_components_ = self.nystroem_.n_components_
-        self.dof_ = self.nystroem_.dof_
-        self.effective_dof_ = self.nystroem_.effective_dof_
         return self
 
     def decision_function(self, X):

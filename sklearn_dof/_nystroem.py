@@ -312,3 +312,32 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         tags.input_tags.pairwise = self.kernel == "precomputed"
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+class _NystroemFeaturesMixin:
+    """The ``nystroem_`` step shared by the estimators built on DoFNystroem.
+
+    An estimator using it has the kernel parameters and ``n_components``,
+    ``sampling``, ``random_state`` and ``n_jobs`` of :class:`DoFNystroem`.
+    """
+
+    def _fit_nystroem(self, X, alpha, dof_tol=0.1):
+        """Fit ``nystroem_`` at ``alpha`` and return the training features."""
+        self.nystroem_ = DoFNystroem(
+            kernel=self.kernel,
+            gamma=self.gamma,
+            coef0=self.coef0,
+            degree=self.degree,
+            kernel_params=self.kernel_params,
+            alpha=alpha,
+            n_components=self.n_components,
+            sampling=self.sampling,
+            tol=dof_tol,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs,
+        )
+        Phi = self.nystroem_.fit_transform(X)
+        self.n_components_ = self.nystroem_.n_components_
+        self.dof_ = self.nystroem_.dof_
+        self.effective_dof_ = self.nystroem_.effective_dof_
+        return Phi

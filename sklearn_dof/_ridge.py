@@ -36,7 +36,7 @@ from sklearn.utils.validation import (
 )
 
 from ._kernels import KERNEL_CONSTRAINTS
-from ._nystroem import DoFNystroem
+from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
 
 # Parameters shared by both estimators and forwarded to DoFNystroem.
 _NYSTROEM_CONSTRAINTS = {
@@ -129,23 +129,8 @@ def _shape_coef(W, intercept, y_ndim):
     return W.T.copy(), intercept
 
 
-class _DoFRidgeMixin:
+class _DoFRidgeMixin(_NystroemFeaturesMixin):
     """Shared fitting and prediction code of the two estimators."""
-
-    def _make_nystroem(self, alpha):
-        return DoFNystroem(
-            kernel=self.kernel,
-            gamma=self.gamma,
-            coef0=self.coef0,
-            degree=self.degree,
-            kernel_params=self.kernel_params,
-            alpha=alpha,
-            n_components=self.n_components,
-            sampling=self.sampling,
-            tol=self.tol,
-            random_state=self.random_state,
-            n_jobs=self.n_jobs,
-        )
 
     def _validate_fit_data(self, X, y, sample_weight):
         X, y = validate_data(
@@ -162,14 +147,6 @@ class _DoFRidgeMixin:
                 sample_weight, X, dtype=np.float64, ensure_non_negative=True
             )
         return X, y, sample_weight
-
-    def _fit_features(self, X, alpha):
-        """Fit ``nystroem_`` at ``alpha`` and return the training features."""
-        self.nystroem_ = self._make_nystroem(alpha).fit(X)
-        self.n_components_ = self.nystroem_.n_components_
-        self.dof_ = self.nystroem_.dof_
-        self.effective_dof_ = self.nystroem_.effective_dof_
-        return self.nystroem_.transform(X)
 
     def predict(self, X):
         """Predict with the fitted low-rank kernel ridge model.
@@ -370,7 +347,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             Fitted estimator.
         """
         X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
-        Phi = self._fit_features(X, self.alpha)
+        Phi = self._fit_nystroem(X, self.alpha, self.tol)
         problem = _LinearProblem(Phi, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
         self.coef_, intercept = _shape_coef(W, problem.intercept(W), y.ndim)
@@ -631,7 +608,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."
             )
-        Phi = self._fit_features(X, float(alphas.min()))
+        Phi = self._fit_nystroem(X, float(alphas.min()), self.tol)
         problem = _LinearProblem(Phi, y, sample_weight, self.fit_intercept)
 
         if self.cv is None:
