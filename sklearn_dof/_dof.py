@@ -22,8 +22,14 @@ from scipy import linalg
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ._kernels import KernelColumns, get_kernel_params
+from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._sampling import PartialCholesky
+from ._validation import (
+    check_factor,
+    check_penalty_resolution,
+    check_spectrum,
+    check_square_matrix,
+)
 
 
 class DegreesOfFreedom:
@@ -132,10 +138,10 @@ def degrees_of_freedom(K, alpha):
     >>> dof.d_eff, dof.d_max, dof.d_ave
     (1.25, 2.25, 0.8125)
     """
-    K = np.asarray(K, dtype=np.float64)
-    if K.ndim != 2 or K.shape[0] != K.shape[1]:
-        raise ValueError(f"K must be a square matrix; got shape {K.shape}.")
+    K = check_square_matrix(K, "K")
+    check_penalty_resolution(alpha, np.diag(K))
     eigvals, eigvecs = linalg.eigh(0.5 * (K + K.T))
+    check_spectrum(eigvals, "K")
     shrink = _shrinkage(eigvals, alpha)
     leverage = (eigvecs**2) @ shrink
     return DegreesOfFreedom(leverage, (shrink**2).sum(), alpha)
@@ -146,6 +152,29 @@ def _quadratic_forms(G, A):
     chol = linalg.cho_factor(A, lower=True)
     Z = linalg.solve_triangular(chol[0], G.T, lower=True, check_finite=False)
     return (Z * Z).sum(axis=0)
+
+
+def _lower_bounds(chol, alpha):
+    """``diag L (L + alpha I)^-1`` alone, the lower bounds of the scores."""
+    G = chol.factor.astype(np.float64, copy=False)
+    if G.shape[1] == 0:
+        return np.zeros(G.shape[0])
+    return _quadratic_forms(G, G.T @ G + alpha * np.eye(G.shape[1]))
+
+
+def _landmark_dof(landmark_scores, spectrum, alpha, n_samples):
+    """``(d_max, d_eff, d_ave)`` from the landmark rows alone, in ``O(p^3)``.
+
+    ``landmark_scores`` are leverage scores of the landmark rows and
+    ``spectrum`` estimated eigenvalues of ``K`` (see ``DoFNystroem.fit``): a
+    fixed rank does not need the pass over all rows that the bounds cost.
+    """
+    shrink = _shrinkage(spectrum, alpha)
+    d_eff = float(shrink.sum())
+    # n max_i l_i >= sum_i l_i holds for the true scores; the landmark rows
+    # may miss the maximum, never the mean.
+    d_max = max(n_samples * float(np.max(landmark_scores, initial=0.0)), d_eff)
+    return d_max, d_eff, float((shrink**2).sum())
 
 
 def leverage_score_bounds(G, pivots, residual, alpha):
@@ -190,6 +219,7 @@ def leverage_score_bounds(G, pivots, residual, alpha):
     -------
     lower, estimate, upper : ndarrays of shape (n,)
     """
+    G, pivots, residual = check_factor(G, pivots, residual, alpha)
     n, r = G.shape
     G = G.astype(np.float64, copy=False)
     residual = np.asarray(residual, dtype=np.float64)
@@ -224,6 +254,7 @@ def leverage_score_bounds(G, pivots, residual, alpha):
 
 @validate_params(
     {
+        **KERNEL_CONSTRAINTS,
         "X": ["array-like", "sparse matrix"],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "n_columns": [Interval(Integral, 1, None, closed="left"), None],
@@ -336,11 +367,15 @@ def _estimate_from_access(
     random_state,
     sampling="uniform",
     certify_d_eff=True,
+    bounds=True,
 ):
     """Doubling loop of :func:`estimate_degrees_of_freedom`.
 
     Returns the estimate and the grown factor, whose pivots a Nystroem fit
-    reuses as its landmarks (a prefix of them, or an extension).
+    reuses as its landmarks (a prefix of them, or an extension).  The rounds
+    compute only what the stopping rule reads (the lower bounds, ``O(n r^2)``
+    each); the upper bounds, twice that again, only at the end and only
+    with ``bounds``.
     """
     n = access.n_samples
     chol = PartialCholesky(access.columns, access.diagonal())
@@ -356,14 +391,17 @@ def _estimate_from_access(
                 break
             p = min(2 * p, n)
     previous = None
+    uniform = sampling != "pivoted"
     for p in schedule:
         grow(p)
-        dof = _dof_from_factor(chol, alpha, n, uniform=sampling != "pivoted")
+        dof = _dof_from_factor(chol, alpha, n, uniform=uniform, bounds=False)
         if n_columns is not None or _converged(
             dof, previous, chol, alpha, tol, certify_d_eff
         ):
             break
         previous = dof
+    if bounds:
+        dof = _dof_from_factor(chol, alpha, n, uniform=uniform)
     return dof, chol, grow
 
 
@@ -402,10 +440,14 @@ def _converged(dof, previous, chol, alpha, tol, certify_d_eff):
     return moved <= tol and (certified or not certify_d_eff)
 
 
-def _dof_from_factor(chol, alpha, n, uniform=True):
-    lower, estimate, upper = leverage_score_bounds(
-        chol.factor, chol.pivots, chol.residual, alpha
-    )
+def _dof_from_factor(chol, alpha, n, uniform=True, bounds=True):
+    if bounds:
+        lower, estimate, upper = leverage_score_bounds(
+            chol.factor, chol.pivots, chol.residual, alpha
+        )
+    else:
+        lower, estimate, upper = _lower_bounds(chol, alpha), None, None
+        estimate = np.clip(lower + 0.5 * chol.residual / alpha, lower, 1.0)
     if chol.rank == 0:
         spectrum = np.zeros(0)
     elif uniform:

@@ -17,6 +17,8 @@ from sklearn.metrics.pairwise import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ._validation import check_kernel_params, check_kernel_values, checked_kernel
+
 # Kernels whose diagonal is identically one: k(x, x) = exp(-gamma * 0).
 _UNIT_DIAGONAL = {"rbf", "laplacian", "cosine"}
 
@@ -43,6 +45,7 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
     """
     params = dict(kernel_params) if kernel_params is not None else {}
     named = {"gamma": gamma, "coef0": coef0, "degree": degree}
+    check_kernel_params(kernel, params, named)
     if callable(kernel) or kernel == "precomputed":
         given = [name for name, value in named.items() if value is not None]
         if given:
@@ -75,7 +78,7 @@ class KernelColumns:
 
     def __init__(self, X, kernel, params, n_jobs=None):
         self.X = X
-        self.kernel = kernel
+        self.kernel = checked_kernel(kernel)
         self.params = params
         self.n_jobs = n_jobs
         if kernel == "precomputed" and X.shape[0] != X.shape[1]:
@@ -125,7 +128,8 @@ class KernelColumns:
                     for i in range(X.shape[0])
                 ]
             )
-        return np.asarray(diag, dtype=self.dtype).ravel()
+        diag = np.asarray(diag, dtype=self.dtype).ravel()
+        return check_kernel_values(diag, self.kernel)
 
     def columns(self, indices):
         """The n x len(indices) block K(X, X[indices])."""
@@ -142,7 +146,7 @@ class KernelColumns:
                 n_jobs=self.n_jobs,
                 **self.params,
             )
-        return np.asarray(block, dtype=self.dtype)
+        return check_kernel_values(np.asarray(block, dtype=self.dtype), self.kernel)
 
     def landmark_gram(self, indices):
         """The p x p block K(X[indices], X[indices])."""
@@ -155,4 +159,4 @@ class KernelColumns:
             block = pairwise_kernels(
                 landmarks, metric=self.kernel, filter_params=True, **self.params
             )
-        return np.asarray(block, dtype=self.dtype)
+        return check_kernel_values(np.asarray(block, dtype=self.dtype), self.kernel)

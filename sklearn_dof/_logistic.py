@@ -247,11 +247,11 @@ class DoFKernelLogisticRegression(
         if not keep.all() and self.kernel != "precomputed":
             X, y_index, sample_weight = X[keep], y_index[keep], sample_weight[keep]
 
-        Phi = self._fit_nystroem(X, self.alpha)
+        features = self._fit_nystroem(X, self.alpha)
 
         n_classes = self.classes_.shape[0]
         result = logistic_newton(
-            Phi,
+            features,
             y_index,
             self.alpha,
             n_classes=n_classes,
@@ -261,7 +261,8 @@ class DoFKernelLogisticRegression(
             max_iter=self.max_iter,
             max_hessian_bytes=self.max_hessian_bytes,
         )
-        self.coef_ = result.coef
+        # Back from the triangular basis of the blocks to transform's basis.
+        self.coef_ = result.coef @ features.rotation
         self.intercept_ = result.intercept
         self.n_iter_ = np.array([result.n_iter], dtype=np.int32)
         self.solver_ = {"cholesky": "newton-cholesky", "cg": "newton-cg"}[

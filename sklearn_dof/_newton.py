@@ -32,6 +32,8 @@ from scipy.special import expit, logsumexp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
+from ._blocks import FeatureBlocks
+
 # 256 MiB: a Hessian of side K (p + 1) up to 5792 is formed and factored.
 DEFAULT_MAX_HESSIAN_BYTES = 2**28
 
@@ -85,18 +87,13 @@ class _Problem:
     columns and the intercept in the last one when ``q = p + 1``.
     """
 
-    def __init__(self, Phi, y, n_classes, alpha, sample_weight, fit_intercept):
-        self.n_samples, self.p = Phi.shape
+    def __init__(self, features, y, n_classes, alpha, sample_weight, fit_intercept):
+        # Every product with the features is a map or a sum over row blocks
+        # (FeatureBlocks), so the n x p matrix need not exist.
+        self.features = features
+        self.n_samples, self.p = features.n_samples, features.n_components
         self.fit_intercept = fit_intercept
         self.q = self.p + int(fit_intercept)
-        # Features with a column of ones for the intercept; Phi is a view.
-        if fit_intercept:
-            self.Xa = np.empty((self.n_samples, self.q))
-            self.Xa[:, : self.p] = Phi
-            self.Xa[:, self.p] = 1.0
-        else:
-            self.Xa = Phi
-        self.Phi = self.Xa[:, : self.p]
         self.binary = n_classes == 2
         self.n_classes = n_classes
         self.m = 1 if self.binary else n_classes
@@ -131,7 +128,9 @@ class _Problem:
 
     def raw(self, theta):
         """Decision values ``Phi W^T + b``, shape (n, m)."""
-        R = self.Phi @ theta[:, : self.p].T
+        coef_t = theta[:, : self.p].T.copy()
+        R = self.features.map(lambda Phi_b: Phi_b @ coef_t.astype(Phi_b.dtype))
+        R = R.astype(np.float64, copy=False)
         if self.fit_intercept:
             R += theta[:, self.p]
         return R
@@ -155,7 +154,7 @@ class _Problem:
         """Gradient from the probabilities ``P`` at ``theta``."""
         G = self.s[:, None] * (P - self.Y)
         grad = np.empty_like(theta)
-        grad[:, : self.p] = G.T @ self.Phi + self.lam * theta[:, : self.p]
+        grad[:, : self.p] = self._rmatmul(G) + self.lam * theta[:, : self.p]
         if self.fit_intercept:
             grad[:, self.p] = G.sum(axis=0)
         return grad
@@ -167,25 +166,59 @@ class _Problem:
         Cholesky factorisation reads.
         """
         m, q, p = self.m, self.q, self.p
-        Xa = self.Xa
         H = np.zeros((m * q, m * q))
         if self.binary:
             h = self.s * P[:, 0] * (1.0 - P[:, 0])
-            H[:] = Xa.T @ (h[:, None] * Xa)
+            H[:] = self._weighted_grams(h[:, None])[0]
         else:
             # d^2 / d theta_k d theta_l = Xa^T diag(s (delta_kl P_k - P_k P_l)) Xa
+            # for the features with a column of ones, Xa; all blocks in one pass.
             SP = self.s[:, None] * P
-            for k in range(m):
-                for l in range(k + 1):
-                    d = -SP[:, k] * P[:, l]
-                    if k == l:
-                        d = d + SP[:, k]
-                    block = Xa.T @ (d[:, None] * Xa)
-                    H[k * q : (k + 1) * q, l * q : (l + 1) * q] = block
+            pairs = [(k, l) for k in range(m) for l in range(k + 1)]
+            D = np.empty((self.n_samples, len(pairs)))
+            for j, (k, l) in enumerate(pairs):
+                D[:, j] = -SP[:, k] * P[:, l]
+                if k == l:
+                    D[:, j] += SP[:, k]
+            for (k, l), block in zip(pairs, self._weighted_grams(D), strict=True):
+                H[k * q : (k + 1) * q, l * q : (l + 1) * q] = block
         penalty = np.zeros((m, q))
         penalty[:, :p] = self.lam
         H[np.diag_indices_from(H)] += penalty.ravel()
         return H
+
+    def _rmatmul(self, G):
+        """``G^T Phi`` for a per-row array ``G`` of shape (n, m): (m, p)."""
+        return self.features.reduce(
+            lambda Phi_b, G_b: (G_b.T @ Phi_b).astype(np.float64, copy=False), G
+        )
+
+    def _weighted_grams(self, D):
+        """``Xa^T diag(D[:, j]) Xa`` for each column of ``D``, in one pass.
+
+        ``Xa`` is ``Phi`` with a column of ones when there is an intercept.
+        Non-negative weights go through one syrk of the square-root-weighted
+        block, half the flops of a general product.
+        """
+        p, q = self.p, self.q
+        nonneg = bool(np.all(D >= 0))
+
+        def statistic(Phi_b, D_b):
+            Phi_b = Phi_b.astype(np.float64, copy=False)
+            out = np.empty((D_b.shape[1], q, q))
+            for j in range(D_b.shape[1]):
+                d = D_b[:, j]
+                if nonneg:
+                    scaled = Phi_b * np.sqrt(d)[:, None]
+                    out[j, :p, :p] = scaled.T @ scaled
+                else:
+                    out[j, :p, :p] = Phi_b.T @ (d[:, None] * Phi_b)
+                if self.fit_intercept:
+                    out[j, p, :p] = out[j, :p, p] = d @ Phi_b
+                    out[j, p, p] = d.sum()
+            return out
+
+        return list(self.features.reduce(statistic, D))
 
     def _class_curvature(self, P):
         """``s_i P_ik (1 - P_ik)``, the curvature of each class alone, (n, m)."""
@@ -196,7 +229,12 @@ class _Problem:
         p = self.p
         curv = self._class_curvature(P)
         diag = np.empty((self.m, self.q))
-        diag[:, :p] = curv.T @ (self.Phi * self.Phi) + self.lam
+        diag[:, :p] = (
+            self.features.reduce(
+                lambda Phi_b, c_b: c_b.T @ np.square(Phi_b, dtype=np.float64), curv
+            )
+            + self.lam
+        )
         if self.fit_intercept:
             diag[:, p] = curv.sum(axis=0)
         return diag
@@ -211,8 +249,7 @@ class _Problem:
         """
         curv = self._class_curvature(P)
         factors = []
-        for k in range(self.m):
-            block = self.Xa.T @ (curv[:, k : k + 1] * self.Xa)
+        for block in self._weighted_grams(curv):
             block[np.diag_indices(self.p)] += self.lam
             factor = _cho_factor(block)
             if factor is None:
@@ -229,7 +266,7 @@ class _Problem:
         else:
             S = (self.s[:, None] * P) * (U - (P * U).sum(axis=1, keepdims=True))
         out = np.empty_like(V)
-        out[:, :p] = S.T @ self.Phi + self.lam * V[:, :p]
+        out[:, :p] = self._rmatmul(S) + self.lam * V[:, :p]
         if self.fit_intercept:
             out[:, p] = S.sum(axis=0)
         return out
@@ -334,7 +371,7 @@ def _newton_cg_step(problem, g, P, block_jacobi):
 
 @validate_params(
     {
-        "Phi": ["array-like"],
+        "Phi": ["array-like", FeatureBlocks],
         "y": ["array-like"],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "n_classes": [Interval(Integral, 2, None, closed="left"), None],
@@ -384,8 +421,9 @@ def logistic_newton(
 
     Parameters
     ----------
-    Phi : array-like of shape (n_samples, n_features)
-        Features, e.g. :meth:`DoFNystroem.transform` of the training data.
+    Phi : array-like of shape (n_samples, n_features) or FeatureBlocks
+        Features, e.g. :meth:`DoFNystroem.transform` of the training data,
+        or the same as row blocks computed on demand.
     y : array-like of shape (n_samples,)
         Class indices in ``0, ..., n_classes - 1``; with two classes, 1 is
         the positive class.
@@ -448,14 +486,18 @@ def logistic_newton(
     >>> bool(np.allclose(res.coef, ref.fit(Phi, y).coef_, atol=1e-6))
     True
     """
-    Phi = np.ascontiguousarray(Phi, dtype=np.float64)
-    if Phi.ndim != 2:
-        raise ValueError(f"Phi must be 2-dimensional; got shape {Phi.shape}.")
+    if isinstance(Phi, FeatureBlocks):
+        n_rows = Phi.n_samples
+    else:
+        Phi = np.ascontiguousarray(Phi, dtype=np.float64)
+        if Phi.ndim != 2:
+            raise ValueError(f"Phi must be 2-dimensional; got shape {Phi.shape}.")
+        n_rows = Phi.shape[0]
     y = np.asarray(y)
-    if y.shape != (Phi.shape[0],) or Phi.shape[0] == 0:
+    if y.shape != (n_rows,) or n_rows == 0:
         raise ValueError(
             f"y must be 1-dimensional with one entry per row of Phi, shape "
-            f"({Phi.shape[0]},); got shape {y.shape}."
+            f"({n_rows},); got shape {y.shape}."
         )
     y = y.astype(np.intp)
     if n_classes is None:
@@ -463,7 +505,7 @@ def logistic_newton(
     if y.min() < 0 or y.max() >= n_classes:
         raise ValueError(f"y must hold class indices in [0, {n_classes}).")
     if sample_weight is None:
-        sample_weight = np.ones(Phi.shape[0])
+        sample_weight = np.ones(n_rows)
     else:
         sample_weight = np.asarray(sample_weight, dtype=np.float64)
         if sample_weight.shape != y.shape:
@@ -477,9 +519,12 @@ def logistic_newton(
                 "Sample weights must contain at least one non-zero number."
             )
         keep = sample_weight > 0
-        if not keep.all():  # zero weights take no part in the objective
+        # Zero weights take no part in the objective (blocks just carry them).
+        if not keep.all() and not isinstance(Phi, FeatureBlocks):
             Phi, y, sample_weight = Phi[keep], y[keep], sample_weight[keep]
 
+    if not isinstance(Phi, FeatureBlocks):
+        Phi = FeatureBlocks.from_array(Phi)
     problem = _Problem(Phi, y, n_classes, alpha, sample_weight, fit_intercept)
     if inner_solver == "auto":
         nbytes = hessian_nbytes(problem.p, n_classes, fit_intercept)

@@ -15,9 +15,17 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._dof import _estimate_from_access
+from ._blocks import FeatureBlocks
+from ._dof import _estimate_from_access, _landmark_dof, _quadratic_forms
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._rank import auto_rank
+from ._sampling import PartialCholesky, uniform_columns
+from ._validation import (
+    check_kernel_values,
+    check_landmark_gram,
+    check_penalty_resolution,
+    checked_kernel,
+)
 
 # Eigenvalues of K(I, I) below this fraction of the largest are treated as
 # zero in the pseudo-inverse square root: they come from duplicated or
@@ -25,8 +33,8 @@ from ._rank import auto_rank
 PINV_RTOL = 1e-12
 
 
-def _inverse_sqrt(W, rtol=PINV_RTOL):
-    """Symmetric pseudo-inverse square root ``W^{+1/2}`` of a PSD matrix.
+def _landmark_eigh(W, rtol=PINV_RTOL):
+    """Eigendecomposition of the landmark Gram ``K(I, I)``, small ones zeroed.
 
     A float32 block carries only about 1e-7 relative precision: eigenvalues
     below that are noise and the threshold follows the block's dtype.
@@ -35,8 +43,62 @@ def _inverse_sqrt(W, rtol=PINV_RTOL):
     W = 0.5 * (W + W.T)
     eigvals, eigvecs = linalg.eigh(W.astype(np.float64))
     keep = eigvals > rtol * max(eigvals.max(initial=0.0), np.finfo(float).tiny)
+    return np.where(keep, eigvals, 0.0), eigvecs
+
+
+def _inverse_sqrt(W, rtol=PINV_RTOL):
+    """Symmetric pseudo-inverse square root ``W^{+1/2}`` of a PSD matrix."""
+    return _inverse_sqrt_from_eigh(*_landmark_eigh(W, rtol))
+
+
+def _inverse_sqrt_from_eigh(eigvals, eigvecs):
+    keep = eigvals > 0
     scaled = eigvecs[:, keep] / np.sqrt(eigvals[keep])
     return scaled @ eigvecs[:, keep].T
+
+
+def _kernel_block(X, landmarks, kernel, params, n_jobs=None):
+    """``K(X, I)``; with a precomputed kernel ``landmarks`` are column indices."""
+    if kernel == "precomputed":
+        block = X[:, landmarks]
+        block = block.toarray() if sparse.issparse(block) else np.asarray(block)
+    else:
+        block = pairwise_kernels(
+            X,
+            landmarks,
+            metric=checked_kernel(kernel),
+            filter_params=True,
+            n_jobs=n_jobs,
+            **params,
+        )
+    dtype = X.dtype if X.dtype == np.float32 else np.float64
+    return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
+
+
+class _TriangularFeatures:
+    """``x -> K(x, I) T``: the Nystroem features in a triangular basis.
+
+    With ``normalization_.T = T Q`` (an RQ decomposition: ``T`` upper
+    triangular, ``Q`` orthogonal), ``transform(x) = K(x, I) T Q``.  Fits work
+    with ``K(x, I) T``, a triangular product (half the flops of the general
+    one), and rotate the ``p`` coefficients they find by ``Q^T`` at the end:
+    ridge and logistic objectives are invariant under that rotation.
+    Picklable, so that other executors can ship it to their workers.
+    """
+
+    def __init__(self, landmarks, kernel, params, factor, n_jobs=None):
+        self.landmarks = landmarks
+        self.kernel = kernel
+        self.params = params
+        self.factor = factor
+        self.n_jobs = n_jobs
+
+    def __call__(self, X):
+        K = _kernel_block(X, self.landmarks, self.kernel, self.params, self.n_jobs)
+        T = self.factor.astype(K.dtype, copy=False)
+        trmm = linalg.get_blas_funcs("trmm", (T, K))
+        # (K T)^T = T^T K^T, computed in place in K's Fortran-ordered transpose.
+        return trmm(1.0, T, K.T, side=0, lower=0, trans_a=1, overwrite_b=1).T
 
 
 class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -209,6 +271,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             Fitted transformer.
         """
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
+        self._fit(X)
+        return self
+
+    def _fit(self, X):
         access = KernelColumns(X, self.kernel, self._kernel_params(), self.n_jobs)
         n_samples = X.shape[0]
 
@@ -223,8 +289,16 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 self.random_state,
                 self.sampling,
                 certify_d_eff=False,
+                bounds=False,
             )
             n_components = auto_rank(dof.d_max, self.sampling, n_samples)
+            # The landmarks are the first pivots of the factor the estimate
+            # grew: uniform pivots are a prefix of one permutation and greedy
+            # pivots a prefix of one greedy sequence, so nothing is recomputed.
+            if len(chol.pivots) < n_components:
+                grow(n_components)
+            indices = np.asarray(chol.pivots[:n_components], dtype=np.intp)
+            estimate = (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
         else:
             n_components = self.n_components
             if n_components > n_samples:
@@ -232,42 +306,84 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                     f"n_components={n_components} > n_samples={n_samples}: "
                     "n_components was set to n_samples, the exact kernel.",
                     UserWarning,
-                    stacklevel=3,  # past fit's _fit_context wrapper
+                    stacklevel=4,  # past fit and its _fit_context wrapper
                 )
                 n_components = n_samples
-            dof, chol, grow = _estimate_from_access(
-                access,
-                self.alpha,
-                n_components,
-                self.tol,
-                self.random_state,
-                self.sampling,
-            )
-
-        # The landmarks are the first pivots of the factor the estimate grew:
-        # uniform pivots are a prefix of one permutation and greedy pivots a
-        # prefix of one greedy sequence, so nothing is recomputed.
-        if len(chol.pivots) < n_components:
-            grow(n_components)
-        indices = np.asarray(chol.pivots[:n_components], dtype=np.intp)
+            indices, factor = self._fixed_rank_landmarks(access, n_components)
+            estimate = None
         n_components = indices.shape[0]  # greedy pivoting may exhaust the rank
 
+        gram = access.landmark_gram(indices)
+        check_landmark_gram(gram, self.kernel)
+        check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
+        eigvals, eigvecs = _landmark_eigh(gram)
         # With a precomputed kernel a landmark is only its index: storing its
         # row of the Gram matrix would make the fitted model grow with n.
         self.components_ = (
             indices.copy() if self.kernel == "precomputed" else X[indices]
         )
-        self.normalization_ = _inverse_sqrt(access.landmark_gram(indices)).astype(
+        self.normalization_ = _inverse_sqrt_from_eigh(eigvals, eigvecs).astype(
             X.dtype, copy=False
         )
+        if estimate is None:
+            estimate = self._fixed_rank_dof(eigvals, eigvecs, factor, indices, X)
         self.component_indices_ = indices
         self.n_components_ = n_components
         self._n_features_out = n_components
-        self.dof_ = dof.d_max
-        self.effective_dof_ = dof.d_eff
-        self.averaged_dof_ = dof.d_ave
-        self.dof_columns_ = dof.n_columns
-        return self
+        self.dof_, self.effective_dof_, self.averaged_dof_, self.dof_columns_ = estimate
+
+    def _fixed_rank_landmarks(self, access, n_components):
+        """Landmarks for an int rank: ``(indices, factor or None)``.
+
+        Uniform landmarks cost nothing; greedy pivots need the residual
+        diagonal, hence the ``n x p`` factor, which the d.o.f. estimate then
+        reuses.
+        """
+        n_samples = access.n_samples
+        if self.sampling == "uniform":
+            return uniform_columns(n_samples, n_components, self.random_state), None
+        chol = PartialCholesky(access.columns, access.diagonal())
+        chol.add_greedy(n_components)
+        return np.asarray(chol.pivots, dtype=np.intp), chol.factor
+
+    def _fixed_rank_dof(self, eigvals, eigvecs, factor, indices, X):
+        """Degrees of freedom at a given rank from the landmark rows, O(p^3).
+
+        Uniform landmarks are a uniform sample: ``(n / p) K(I, I)`` estimates
+        the Gram matrix ``Phi^T Phi`` of the features (the usual Nystroem
+        estimate of the spectrum), and the landmark rows' scores against it
+        estimate the scores.  Greedy pivots are no sample, but their factor
+        ``G`` gives ``Phi^T Phi`` up to a rotation (``G^T G``).  Either way the
+        rows scored are the landmarks, which greedy pivoting picks among the
+        worst explained points, so no pass over all rows is spent on it.
+        """
+        n_samples, p = X.shape[0], indices.shape[0]
+        if factor is None:
+            spectrum = (n_samples / p) * eigvals
+            # Rows K(I, I)^{1/2} of the features against (n / p) K(I, I).
+            scores = (eigvecs**2) @ (eigvals / (spectrum + self.alpha))
+        else:
+            G = factor.astype(np.float64, copy=False)
+            gram = G.T @ G
+            spectrum = linalg.eigvalsh(gram)
+            scores = _quadratic_forms(G[indices], gram + self.alpha * np.eye(p))
+        d_max, d_eff, d_ave = _landmark_dof(scores, spectrum, self.alpha, n_samples)
+        return d_max, d_eff, d_ave, p
+
+    def _training_features(self, X, working_memory=None):
+        """The features of ``X`` as :class:`FeatureBlocks` in the triangular
+        basis of :class:`_TriangularFeatures`, with its rotation ``Q``."""
+        T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
+        landmarks = self._landmarks()
+        feature_map = _TriangularFeatures(
+            landmarks, self.kernel, self._kernel_params(), T, self.n_jobs
+        )
+        dtype = X.dtype if X.dtype == np.float32 else np.float64
+        blocks = FeatureBlocks(
+            X, feature_map, self.n_components_, dtype, working_memory
+        )
+        blocks.rotation = Q
+        return blocks
 
     def transform(self, X):
         """Map X to the Nystroem features ``K(X, I) K(I, I)^{+1/2}``.
@@ -291,20 +407,18 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             X.dtype, copy=False
         )
 
+    def _landmarks(self):
+        """Landmark rows, or their indices for a precomputed kernel."""
+        if self.kernel == "precomputed":
+            return self.component_indices_
+        return self.components_
+
     def _kernel_to_landmarks(self, X):
         """``K(X, I)``, the only kernel evaluation a fitted model needs."""
-        if self.kernel == "precomputed":
-            block = X[:, self.component_indices_]
-            return block.toarray() if sparse.issparse(block) else np.asarray(block)
-        block = pairwise_kernels(
-            X,
-            self.components_,
-            metric=self.kernel,
-            filter_params=True,
-            n_jobs=self.n_jobs,
-            **self._kernel_params(),
+        landmarks = self._landmarks()
+        return _kernel_block(
+            X, landmarks, self.kernel, self._kernel_params(), self.n_jobs
         )
-        return np.asarray(block, dtype=X.dtype)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -322,7 +436,12 @@ class _NystroemFeaturesMixin:
     """
 
     def _fit_nystroem(self, X, alpha, dof_tol=0.1):
-        """Fit ``nystroem_`` at ``alpha`` and return the training features."""
+        """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
+
+        Returns a :class:`FeatureBlocks` in the triangular basis; coefficients
+        found on it are mapped to ``nystroem_.transform``'s basis by
+        ``blocks.rotation.T``.
+        """
         self.nystroem_ = DoFNystroem(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -336,8 +455,8 @@ class _NystroemFeaturesMixin:
             random_state=self.random_state,
             n_jobs=self.n_jobs,
         )
-        Phi = self.nystroem_.fit_transform(X)
+        self.nystroem_.fit(X)
         self.n_components_ = self.nystroem_.n_components_
         self.dof_ = self.nystroem_.dof_
         self.effective_dof_ = self.nystroem_.effective_dof_
-        return Phi
+        return self.nystroem_._training_features(X)

@@ -35,6 +35,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._blocks import normal_equations
 from ._kernels import KERNEL_CONSTRAINTS
 from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
 
@@ -55,44 +56,35 @@ class _LinearProblem:
     Follows :func:`sklearn.linear_model._base._preprocess_data`: with
     ``fit_intercept`` the features and targets are centred by their
     ``sample_weight``-weighted means (the intercept is not penalised), and
-    the loss is ``sum_i s_i (y_i - f(x_i))^2``.
+    the loss is ``sum_i s_i (y_i - f(x_i))^2``.  The features are
+    :class:`FeatureBlocks`, reduced block by block (:func:`normal_equations`).
 
     Attributes
     ----------
-    Phi : ndarray of shape (n, p)
-        Centred (unscaled) features.
     y : ndarray of shape (n, k)
-        Centred targets.
+        Targets (not centred).
     sw : ndarray of shape (n,)
         Sample weights (ones when none were given).
     gram : ndarray of shape (p, p)
-        ``Phi^T S Phi``.
+        ``Phi_c^T S Phi_c`` of the centred features.
     rhs : ndarray of shape (p, k)
-        ``Phi^T S y``.
+        ``Phi_c^T S y_c``.
+    Phi_offset, y_offset : ndarrays of shape (p,) and (k,)
+        The weighted means (zeros without intercept).
     """
 
-    def __init__(self, Phi, y, sample_weight, fit_intercept):
-        Phi = np.asarray(Phi, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64).reshape(Phi.shape[0], -1)
-        n_samples, n_features = Phi.shape
+    def __init__(self, features, y, sample_weight, fit_intercept):
+        n_samples = features.n_samples
+        y = np.asarray(y, dtype=np.float64).reshape(n_samples, -1)
         if sample_weight is None:
             sw = np.ones(n_samples)
         else:
             sw = np.asarray(sample_weight, dtype=np.float64)
+        self.features, self.y, self.sw = features, y, sw
         self.fit_intercept = fit_intercept
-        if fit_intercept:
-            self.Phi_offset = np.average(Phi, axis=0, weights=sw)
-            self.y_offset = np.average(y, axis=0, weights=sw)
-            Phi = Phi - self.Phi_offset
-            y = y - self.y_offset
-        else:
-            self.Phi_offset = np.zeros(n_features)
-            self.y_offset = np.zeros(y.shape[1])
-        self.Phi, self.y, self.sw = Phi, y, sw
-        sqrt_sw = np.sqrt(sw)
-        scaled = Phi * sqrt_sw[:, None]
-        self.gram = scaled.T @ scaled
-        self.rhs = scaled.T @ (y * sqrt_sw[:, None])
+        self.gram, self.rhs, self.Phi_offset, self.y_offset = normal_equations(
+            features, y, sw, fit_intercept
+        )
 
     def solve(self, alpha):
         """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k)."""
@@ -122,8 +114,13 @@ def _solve_normal_equations(gram, rhs, alpha):
         return V @ ((V.T @ rhs) / (eigvals + alpha)[:, None])
 
 
-def _shape_coef(W, intercept, y_ndim):
-    """Ridge's conventions: coef_ (p,) or (k, p); intercept_ scalar or (k,)."""
+def _shape_coef(W, intercept, y_ndim, rotation):
+    """Ridge's conventions: coef_ (p,) or (k, p); intercept_ scalar or (k,).
+
+    ``W`` is in the triangular basis of the feature blocks; ``rotation.T``
+    maps it to the basis of ``nystroem_.transform``.
+    """
+    W = rotation.T @ W
     if y_ndim == 1:
         return W[:, 0].copy(), intercept[0]
     return W.T.copy(), intercept
@@ -347,10 +344,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             Fitted estimator.
         """
         X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
-        Phi = self._fit_nystroem(X, self.alpha, self.tol)
-        problem = _LinearProblem(Phi, y, sample_weight, self.fit_intercept)
+        features = self._fit_nystroem(X, self.alpha, self.tol)
+        problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
-        self.coef_, intercept = _shape_coef(W, problem.intercept(W), y.ndim)
+        self.coef_, intercept = _shape_coef(
+            W, problem.intercept(W), y.ndim, features.rotation
+        )
         self.intercept_ = intercept if self.fit_intercept else 0.0
         return self
 
@@ -608,12 +607,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."
             )
-        Phi = self._fit_nystroem(X, float(alphas.min()), self.tol)
-        problem = _LinearProblem(Phi, y, sample_weight, self.fit_intercept)
+        features = self._fit_nystroem(X, float(alphas.min()), self.tol)
+        problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
 
         if self.cv is None:
             scores = self._efficient_cv(problem, alphas, y)
-            best = int(np.argmax(scores))  # the first of tied maxima
+            # The first of tied maxima; a NaN score (0 / 0 leave-one-out at an
+            # interpolating alpha) must never win.
+            best = int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
             self.alpha_ = float(alphas[best])
             self.best_score_ = float(scores[best])
         else:
@@ -630,49 +631,96 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             fit_params = (
                 {} if sample_weight is None else {"sample_weight": sample_weight}
             )
-            search.fit(Phi.astype(np.float64, copy=False), y, **fit_params)
+            # Other splitters need the features as one matrix (n x p memory).
+            Phi = self.nystroem_.transform(X).astype(np.float64, copy=False)
+            search.fit(Phi, y, **fit_params)
             self.alpha_ = float(search.best_params_["alpha"])
             self.best_score_ = float(search.best_score_)
 
         W = problem.solve(self.alpha_)
-        self.coef_, intercept = _shape_coef(W, problem.intercept(W), y.ndim)
+        self.coef_, intercept = _shape_coef(
+            W, problem.intercept(W), y.ndim, features.rotation
+        )
         self.intercept_ = intercept if self.fit_intercept else 0.0
         return self
 
     def _efficient_cv(self, problem, alphas, y):
-        """Score every penalty from one eigendecomposition; O(n p) each."""
+        """Score every penalty from one eigendecomposition; O(n p) each.
+
+        The per-sample leave-one-out (or GCV) errors of all penalties come
+        from one more pass over the feature blocks.
+        """
         n_samples, n_targets = problem.y.shape
         eigvals, V = linalg.eigh(0.5 * (problem.gram + problem.gram.T))
         eigvals = np.clip(eigvals, 0, None)
-        Z = problem.Phi @ V  # centred, unweighted features in the eigenbasis
-        Z2 = Z * Z
-        ZT_y = V.T @ problem.rhs  # = Z^T S y
+        ZT_y = V.T @ problem.rhs  # = Z^T S y_c for Z = Phi_c V
         sw = problem.sw
-        intercept_leverage = sw / sw.sum() if self.fit_intercept else 0.0
+        shrinks = 1.0 / (eigvals[:, None] + alphas[None, :])  # (p, n_alphas)
+        if self.criterion == "gcv":
+            traces = eigvals @ shrinks + float(self.fit_intercept)
+        else:
+            traces = None
+        intercept_scale = 1.0 / sw.sum() if self.fit_intercept else 0.0
+        errors = problem.features.map(
+            lambda Phi_b, y_b, sw_b: _cv_errors(
+                Phi_b,
+                y_b,
+                sw_b,
+                problem.Phi_offset,
+                problem.y_offset,
+                V,
+                ZT_y,
+                shrinks,
+                traces,
+                n_samples,
+                intercept_scale,
+            ),
+            problem.y,
+            sw,
+        )  # (n, k, n_alphas)
         scorer = None if self.scoring is None else get_scorer(self.scoring)
-
         scores = np.empty(alphas.shape[0])
         if self.store_cv_results:
             results = np.empty((n_samples, n_targets, alphas.shape[0]))
-        for i, alpha in enumerate(alphas):
-            shrink = 1.0 / (eigvals + alpha)
-            residuals = problem.y - Z @ (shrink[:, None] * ZT_y)
-            if self.criterion == "loo":
-                leverage = sw * (Z2 @ shrink) + intercept_leverage
-            else:
-                trace = eigvals @ shrink + float(self.fit_intercept)
-                leverage = np.full(n_samples, trace / n_samples)
-            errors = residuals / (1.0 - leverage)[:, None]
+        for i in range(alphas.shape[0]):
             if scorer is None:
-                weighted_squares = sw[:, None] * errors**2
+                weighted_squares = sw[:, None] * errors[:, :, i] ** 2
                 scores[i] = -weighted_squares.mean()
                 if self.store_cv_results:
                     results[:, :, i] = weighted_squares
             else:
-                predictions = (y.reshape(n_samples, -1) - errors).reshape(y.shape)
+                predictions = (y.reshape(n_samples, -1) - errors[:, :, i]).reshape(
+                    y.shape
+                )
                 scores[i] = scorer(_PredictionsAsInput(), predictions, y)
                 if self.store_cv_results:
                     results[:, :, i] = predictions.reshape(n_samples, -1)
         if self.store_cv_results:
             self.cv_results_ = results[:, 0] if y.ndim == 1 else results
         return scores
+
+
+def _cv_errors(
+    Phi_b, y_b, sw_b, offset, y_offset, V, ZT_y, shrinks, traces, n, intercept_scale
+):
+    """Leave-one-out (``traces=None``) or GCV errors of one block of rows.
+
+    In the eigenbasis ``V`` of the centred Gram matrix the hat matrix at
+    penalty ``a`` is ``Z diag(1 / (eig + a)) Z^T S`` (plus the intercept's
+    ``1 / sum(s)``), so a row's residual and leverage cost ``O(p)`` each.
+    Returns an array of shape (b, k, n_alphas).
+    """
+    Z = np.subtract(Phi_b, offset, dtype=np.float64) @ V
+    Z2 = Z * Z
+    y_c = y_b - y_offset
+    n_alphas = shrinks.shape[1]
+    out = np.empty((Z.shape[0], y_c.shape[1], n_alphas))
+    for i in range(n_alphas):
+        shrink = shrinks[:, i]
+        residuals = y_c - Z @ (shrink[:, None] * ZT_y)
+        if traces is None:
+            leverage = sw_b * (Z2 @ shrink) + sw_b * intercept_scale
+        else:
+            leverage = np.full(Z.shape[0], traces[i] / n)
+        out[:, :, i] = residuals / (1.0 - leverage)[:, None]
+    return out

@@ -21,6 +21,8 @@ from scipy import linalg
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
+from ._validation import check_square_matrix
+
 # Residual diagonals below this fraction of max_i k_ii are rounding noise:
 # a pivot there would divide by a number that carries no information.
 DEFAULT_RTOL = 1e-12
@@ -213,7 +215,7 @@ def pivoted_cholesky(K, n_components, *, rtol=DEFAULT_RTOL):
     >>> bool(np.trace(K - G @ G.T) < 1e-2 * np.trace(K))
     True
     """
-    K = np.asarray(K, dtype=np.float64)
+    K = check_square_matrix(K, "K", check_diagonal=True)
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"K must be a square matrix; got shape {K.shape}.")
     chol = PartialCholesky(lambda idx: K[:, idx], np.diag(K).copy(), rtol=rtol)

@@ -1,0 +1,238 @@
+"""Sums over row blocks: the training features without the n x p matrix.
+
+After the landmarks are chosen, every quantity a fit needs is a sum over
+the training rows of something computed from one row's features,
+``phi(x_i) = K(x_i, I) K(I, I)^{+1/2}``: the Gram matrix ``Phi^T S Phi`` and
+``Phi^T S y`` of ridge regression, the gradient and Hessian of a Newton
+step, the per-point leverage scores.  :class:`FeatureBlocks` evaluates the
+features block of rows by block of rows and reduces each block at once, so
+a fit holds ``O(p^2 + b p)`` memory for blocks of ``b`` rows, never the
+``n x p`` feature matrix, unless that matrix fits the memory budget, in which
+case it is kept (an iterative solver then does not recompute the kernel).
+
+The block size follows scikit-learn's ``working_memory`` setting
+(:func:`sklearn.set_config`, :func:`sklearn.config_context`), the budget of
+scikit-learn's own chunked computations such as
+:func:`sklearn.metrics.pairwise_distances_chunked`.
+
+The per-block statistics are plain functions of a block of features and the
+matching rows of the other arrays; :meth:`FeatureBlocks.reduce` adds them up
+and :meth:`FeatureBlocks.map` stacks them.  Those two methods are the only
+place where the rows are iterated, so running them on another executor
+changes nothing else.
+"""
+
+import numpy as np
+from sklearn import get_config
+from sklearn.utils import gen_batches
+
+# A block of rows holds the kernel block, its features and one temporary of
+# the same size (the squared distances of the RBF kernel, say).
+_BUFFERS_PER_ROW = 3
+
+
+def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
+    """Rows per block so that a block's buffers fit ``working_memory`` MiB.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    n_columns : int
+        Width ``p`` of a block.
+    itemsize : int, default=8
+        Bytes per entry.
+    working_memory : float, default=None
+        Budget in MiB; None reads ``sklearn.get_config()["working_memory"]``.
+
+    Returns
+    -------
+    batch_size : int
+        At least 1 and at most ``n_samples``.
+    """
+    if working_memory is None:
+        working_memory = get_config()["working_memory"]
+    row_bytes = _BUFFERS_PER_ROW * max(n_columns, 1) * itemsize
+    rows = int(working_memory * 2**20 // row_bytes)
+    return max(1, min(rows, n_samples))
+
+
+def _add(total, term):
+    """``total + term`` for arrays, numbers, or tuples of them."""
+    if total is None:
+        return term
+    if isinstance(total, tuple):
+        return tuple(_add(a, b) for a, b in zip(total, term, strict=True))
+    return total + term
+
+
+class FeatureBlocks:
+    """The training features ``Phi`` (n x p), as blocks of rows.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix of shape (n_samples, n_features)
+        Training rows.
+    feature_map : callable
+        ``feature_map(X_block) -> Phi_block`` of shape (b, n_components).
+    n_components : int
+        Number of features ``p``.
+    dtype : dtype, default=np.float64
+        Dtype of the features.
+    working_memory : float, default=None
+        Budget in MiB of the blocks and of the cache; None reads
+        ``sklearn.get_config()["working_memory"]``.
+
+    Attributes
+    ----------
+    slices : list of slice
+        The row blocks.
+    cached : bool
+        Whether the features are kept (they fit the budget), so that each
+        pass after the first costs no kernel evaluation.
+    """
+
+    def __init__(
+        self, X, feature_map, n_components, dtype=np.float64, working_memory=None
+    ):
+        self.X = X
+        self.feature_map = feature_map
+        self.n_components = n_components
+        self.n_samples = X.shape[0]
+        itemsize = np.dtype(dtype).itemsize
+        if working_memory is None:
+            working_memory = get_config()["working_memory"]
+        batch_size = row_batch_size(
+            self.n_samples, n_components, itemsize, working_memory
+        )
+        self.slices = list(gen_batches(self.n_samples, batch_size))
+        budget = working_memory * 2**20
+        self.cached = self.n_samples * n_components * itemsize <= budget
+        self._cache = None
+
+    @classmethod
+    def from_array(cls, Phi, working_memory=None):
+        """Blocks of features that are already computed (no kernel at all)."""
+        Phi = np.asarray(Phi)
+        blocks = cls(Phi, None, Phi.shape[1], Phi.dtype, working_memory)
+        blocks._cache = [Phi[sl] for sl in blocks.slices]
+        blocks.cached = True
+        return blocks
+
+    def _blocks(self):
+        if self._cache is not None:
+            yield from zip(self.slices, self._cache, strict=True)
+            return
+        kept = [] if self.cached else None
+        for sl in self.slices:
+            Phi_b = self.feature_map(self.X[sl])
+            if kept is not None:
+                kept.append(Phi_b)
+            yield sl, Phi_b
+        if kept is not None:
+            self._cache = kept
+
+    def reduce(self, statistic, *row_arrays):
+        """``sum_b statistic(Phi_b, *(a[b] for a in row_arrays))``.
+
+        ``statistic`` returns an array, a number or a tuple of them.
+        """
+        total = None
+        for sl, Phi_b in self._blocks():
+            total = _add(total, statistic(Phi_b, *(a[sl] for a in row_arrays)))
+        return total
+
+    def map(self, function, *row_arrays):
+        """Row-wise results ``function(Phi_b, ...)`` stacked over the blocks."""
+        parts = [
+            function(Phi_b, *(a[sl] for a in row_arrays))
+            for sl, Phi_b in self._blocks()
+        ]
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+        return np.concatenate(parts)
+
+    def first_block(self):
+        """Features of the first block (a pilot for shifts and scales)."""
+        for _, Phi_b in self._blocks():
+            return Phi_b
+
+    def toarray(self):
+        """All the features as one (n, p) array."""
+        return self.map(lambda Phi_b: Phi_b)
+
+
+def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift):
+    """Moments of one block around fixed shifts.
+
+    Shifting by a pilot mean before summing keeps the centred Gram matrix
+    accurate: the centring correction ``u u^T / S`` is then of the order of
+    the rounding it corrects, not of the Gram matrix itself.
+    """
+    # The sqrt-weighted block times its own transpose is one syrk: half the
+    # flops of a general product.  float32 features are summed in float32
+    # within a block (the speed the user asked for) and in float64 across
+    # blocks.
+    dtype = Phi_b.dtype
+    root_w = np.sqrt(sw_b).astype(dtype, copy=False)
+    scaled = np.subtract(Phi_b, phi_shift.astype(dtype, copy=False))
+    scaled *= root_w[:, None]
+    y_scaled = (y_b - y_shift) * root_w[:, None]
+    return (
+        (scaled.T @ scaled).astype(np.float64, copy=False),
+        (scaled.T @ y_scaled.astype(dtype, copy=False)).astype(np.float64),
+        (root_w @ scaled).astype(np.float64, copy=False),
+        root_w.astype(np.float64) @ y_scaled,
+        float(sw_b.sum()),
+    )
+
+
+def normal_equations(features, y, sample_weight, fit_intercept):
+    """Weighted, centred normal equations of least squares on ``features``.
+
+    Parameters
+    ----------
+    features : FeatureBlocks
+        The features ``Phi``.
+    y : ndarray of shape (n, k)
+        Targets.
+    sample_weight : ndarray of shape (n,)
+        Non-negative weights ``s``.
+    fit_intercept : bool
+        Centre ``Phi`` and ``y`` by their weighted means (scikit-learn's
+        ``_preprocess_data``: the intercept is not penalised).
+
+    Returns
+    -------
+    gram : ndarray of shape (p, p)
+        ``Phi_c^T S Phi_c`` for the centred features ``Phi_c``.
+    rhs : ndarray of shape (p, k)
+        ``Phi_c^T S y_c``.
+    phi_offset : ndarray of shape (p,)
+        Weighted mean of the features (zeros without intercept).
+    y_offset : ndarray of shape (k,)
+        Weighted mean of the targets (zeros without intercept).
+    """
+    p, k = features.n_components, y.shape[1]
+    if fit_intercept:
+        first = features.slices[0]
+        w = sample_weight[first]
+        pilot = features.first_block().astype(np.float64, copy=False)
+        w_sum = w.sum()
+        phi_shift = (w @ pilot) / w_sum if w_sum > 0 else pilot.mean(axis=0)
+        y_shift = (w @ y[first]) / w_sum if w_sum > 0 else y[first].mean(axis=0)
+    else:
+        phi_shift, y_shift = np.zeros(p), np.zeros(k)
+    gram, rhs, u, v, s = features.reduce(
+        lambda Phi_b, y_b, sw_b: _weighted_moments(
+            Phi_b, y_b, sw_b, phi_shift, y_shift
+        ),
+        y,
+        sample_weight,
+    )
+    gram = 0.5 * (gram + gram.T)
+    if not fit_intercept:
+        return gram, rhs, phi_shift, y_shift
+    gram -= np.outer(u, u) / s
+    rhs -= np.outer(u, v) / s
+    return gram, rhs, phi_shift + u / s, y_shift + v / s

@@ -1,0 +1,102 @@
+"""Row-block reductions: same answers as one block, bounded memory."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from sklearn import config_context
+
+from sklearn_dof import DoFKernelLogisticRegression, DoFKernelRidge, DoFKernelRidgeCV
+from sklearn_dof._blocks import FeatureBlocks, normal_equations, row_batch_size
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(600, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.randn(600)
+    return X, y
+
+
+def test_row_batch_size_follows_working_memory():
+    assert row_batch_size(10**6, 1000, 8, working_memory=1) == 2**20 // (3 * 8000)
+    assert row_batch_size(10, 1000, 8, working_memory=1024) == 10
+    assert row_batch_size(10**6, 10**6, 8, working_memory=1) == 1
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_normal_equations_match_dense(fit_intercept):
+    rng = np.random.RandomState(1)
+    # A large common offset: centring after summing would cancel digits.
+    Phi = rng.randn(500, 7) + 1e4
+    y = rng.randn(500, 2)
+    sw = rng.uniform(0.5, 2, 500)
+    blocks = FeatureBlocks.from_array(Phi, working_memory=0.01)
+    assert len(blocks.slices) > 5
+    gram, rhs, phi_off, y_off = normal_equations(blocks, y, sw, fit_intercept)
+    if fit_intercept:
+        mean = np.average(Phi, axis=0, weights=sw)
+        Phi_c, y_c = Phi - mean, y - np.average(y, axis=0, weights=sw)
+        np.testing.assert_allclose(phi_off, mean, rtol=1e-14)
+    else:
+        Phi_c, y_c = Phi, y
+    np.testing.assert_allclose(gram, Phi_c.T @ (sw[:, None] * Phi_c), rtol=1e-9)
+    np.testing.assert_allclose(rhs, Phi_c.T @ (sw[:, None] * y_c), rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DoFKernelRidge(alpha=1.0, gamma=0.5, n_components=80, random_state=0),
+        lambda: DoFKernelRidge(alpha=0.1, gamma=0.5, sampling="pivoted"),
+        lambda: DoFKernelRidgeCV(alphas=(0.01, 0.1, 1.0), gamma=0.5, random_state=0),
+    ],
+)
+def test_small_working_memory_gives_the_same_regressor(data, make):
+    X, y = data
+    reference = make().fit(X, y)
+    with config_context(working_memory=0.05):  # blocks of ~20 rows, no cache
+        blocked = make().fit(X, y)
+    np.testing.assert_allclose(blocked.coef_, reference.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(blocked.predict(X), reference.predict(X), atol=1e-9)
+
+
+def test_small_working_memory_gives_the_same_classifier(data):
+    X, y = data
+    labels = np.digitize(y, [-0.5, 0.5])  # three classes
+    make = lambda: DoFKernelLogisticRegression(  # noqa: E731
+        alpha=1e-2, gamma=0.5, n_components=60, random_state=0
+    )
+    reference = make().fit(X, labels)
+    with config_context(working_memory=0.05):
+        blocked = make().fit(X, labels)
+    np.testing.assert_allclose(blocked.coef_, reference.coef_, rtol=1e-6, atol=1e-8)
+
+
+def test_fit_does_not_hold_the_feature_matrix():
+    rng = np.random.RandomState(0)
+    n, p = 40000, 400
+    X = rng.randn(n, 4)
+    y = rng.randn(n)
+    model = DoFKernelRidge(alpha=1.0, gamma=0.1, n_components=p, random_state=0)
+    with config_context(working_memory=8):
+        tracemalloc.start()
+        model.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    # n x p float64 would be 128 MB; the blocks take 8 MiB plus p x p terms.
+    assert peak < 0.25 * n * p * 8
+
+
+def test_float32_input_stays_float32_until_the_solve(data):
+    X, y = data
+    model64 = DoFKernelRidge(alpha=1.0, gamma=0.5, n_components=80, random_state=0)
+    model32 = DoFKernelRidge(alpha=1.0, gamma=0.5, n_components=80, random_state=0)
+    model64.fit(X, y)
+    model32.fit(X.astype(np.float32), y)
+    features = model32.nystroem_._training_features(X.astype(np.float32))
+    assert features.first_block().dtype == np.float32
+    assert model32.nystroem_.transform(X.astype(np.float32)).dtype == np.float32
+    np.testing.assert_allclose(
+        model32.predict(X.astype(np.float32)), model64.predict(X), atol=1e-3
+    )
