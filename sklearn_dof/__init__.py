@@ -10,7 +10,7 @@ from ._logistic import DoFKernelLogisticRegression
 from ._nystroem import DoFNystroem
 from ._rank import auto_rank, theoretical_rank
 from ._ridge import DoFKernelRidge, DoFKernelRidgeCV
-from ._sampling import pivoted_cholesky, uniform_columns
+from ._sampling import pivoted_cholesky, randomly_pivoted_cholesky, uniform_columns
 from ._version import __version__
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "estimate_degrees_of_freedom",
     "leverage_score_bounds",
     "pivoted_cholesky",
+    "randomly_pivoted_cholesky",
     "theoretical_rank",
     "uniform_columns",
 ]

@@ -462,7 +462,9 @@ def user_task(path, X, y, args):
         # scikit-learn's gamma="scale", written out because DoFNystroem and
         # KernelRidge take a number; computed where the kernel sees the data,
         # after standardisation.
-        gamma = 1.0 / (X.shape[1] * StandardScaler().fit_transform(X_train).var())
+        # (Constant features: variance 0, and gamma="scale" then takes 1.)
+        variance = StandardScaler().fit_transform(X_train).var()
+        gamma = 1.0 / (X.shape[1] * variance) if variance > 0 else 1.0
     task = Task(
         name=Path(path).name,
         X_train=X_train,
@@ -609,7 +611,8 @@ def run_task(task, samplings, exact, random_state):
                 "p": nys.n_components_,
                 "MSE nystroem": mse,
                 "MSE exact": exact_mse,
-                "ratio": None if exact_mse is None else mse / exact_mse,
+                # No ratio without an exact run, nor when it fits exactly.
+                "ratio": None if not exact_mse else mse / exact_mse,
                 "t nystroem": seconds,
                 "t exact": exact_seconds,
             }

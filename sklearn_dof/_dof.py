@@ -26,6 +26,7 @@ from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._sampling import PartialCholesky
 from ._validation import (
     check_factor,
+    check_kernel_is_psd,
     check_penalty_resolution,
     check_spectrum,
     check_square_matrix,
@@ -258,7 +259,7 @@ def leverage_score_bounds(G, pivots, residual, alpha):
         "X": ["array-like", "sparse matrix"],
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "n_columns": [Interval(Integral, 1, None, closed="left"), None],
-        "sampling": [StrOptions({"uniform", "pivoted"})],
+        "sampling": [StrOptions({"uniform", "pivoted", "leverage", "rpcholesky"})],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
     },
@@ -309,12 +310,13 @@ def estimate_degrees_of_freedom(
         Extra keyword arguments of the kernel.
     n_columns : int, default=None
         Fixed number of columns; None chooses it adaptively as above.
-    sampling : {"uniform", "pivoted"}, default="uniform"
-        How the columns are chosen.  The bounds hold for any columns, but a
-        point far from the others is seen by uniform columns only once it is
-        drawn, so on data with outliers uniform columns can miss ``d_max``
-        (the maximum) while greedy pivots, which go to the worst explained
-        point first, find it.
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, default="uniform"
+        How the columns are chosen (see :class:`DoFNystroem`).  The bounds
+        hold for any columns, but a point far from the others is seen by
+        uniform columns only once it is drawn, so on data with outliers
+        uniform columns can miss ``d_max`` (the maximum) while greedy pivots,
+        which go to the worst explained point first, find it, and the
+        residual- or leverage-driven samplers find it with high probability.
     tol : float, default=0.1
         Relative tolerance of the adaptive stopping rule.
     random_state : int, RandomState instance or None, default=None
@@ -353,6 +355,7 @@ def estimate_degrees_of_freedom(
 
     X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32])
     params = get_kernel_params(kernel, gamma, coef0, degree, kernel_params)
+    check_kernel_is_psd(kernel)
     access = KernelColumns(X, kernel, params, n_jobs)
     return _estimate_from_access(access, alpha, n_columns, tol, random_state, sampling)[
         0
@@ -368,6 +371,7 @@ def _estimate_from_access(
     sampling="uniform",
     certify_d_eff=True,
     bounds=True,
+    rule="d_max",
 ):
     """Doubling loop of :func:`estimate_degrees_of_freedom`.
 
@@ -375,11 +379,14 @@ def _estimate_from_access(
     reuses as its landmarks (a prefix of them, or an extension).  The rounds
     compute only what the stopping rule reads (the lower bounds, ``O(n r^2)``
     each); the upper bounds, twice that again, only at the end and only
-    with ``bounds``.
+    with ``bounds``.  ``rule`` names the degrees of freedom the rank will be
+    read from, whose convergence stops the doubling.
     """
     n = access.n_samples
     chol = PartialCholesky(access.columns, access.diagonal())
-    grow = _column_rule(chol, sampling, n, random_state)
+    grow = _column_rule(chol, sampling, n, random_state, alpha)
+    if not isinstance(sampling, str):  # given landmarks: all of them, once
+        n_columns = len(sampling)
     if n_columns is not None:
         schedule = [min(n_columns, n)]
     else:
@@ -391,12 +398,12 @@ def _estimate_from_access(
                 break
             p = min(2 * p, n)
     previous = None
-    uniform = sampling != "pivoted"
+    uniform = isinstance(sampling, str) and sampling == "uniform"
     for p in schedule:
         grow(p)
         dof = _dof_from_factor(chol, alpha, n, uniform=uniform, bounds=False)
         if n_columns is not None or _converged(
-            dof, previous, chol, alpha, tol, certify_d_eff
+            dof, previous, chol, alpha, tol, certify_d_eff, rule
         ):
             break
         previous = dof
@@ -405,12 +412,34 @@ def _estimate_from_access(
     return dof, chol, grow
 
 
-def _column_rule(chol, sampling, n, random_state):
-    """``grow(p)`` extends the factor to ``p`` pivots by the sampling rule."""
-    if sampling == "pivoted":
+def _column_rule(chol, sampling, n, random_state, alpha=None):
+    """``grow(p)`` extends the factor to ``p`` pivots by the sampling rule.
+
+    ``sampling`` is a rule's name or an array of landmark indices, which
+    are then added in their order.
+    """
+    if not isinstance(sampling, str):
+        order = np.asarray(sampling, dtype=np.intp)
+
+        def grow(p):
+            chol.add(order[len(chol.pivots) : p])
+
+    elif sampling == "pivoted":
 
         def grow(p):
             chol.add_greedy(p - len(chol.pivots))
+
+    elif sampling == "rpcholesky":
+        rng = check_random_state(random_state)
+
+        def grow(p):
+            chol.add_random(p - len(chol.pivots), rng)
+
+    elif sampling == "leverage":
+        rng = check_random_state(random_state)
+
+        def grow(p):
+            _add_leverage_samples(chol, p, alpha, rng)
 
     else:
         order = check_random_state(random_state).permutation(n)
@@ -421,7 +450,63 @@ def _column_rule(chol, sampling, n, random_state):
     return grow
 
 
-def _converged(dof, previous, chol, alpha, tol, certify_d_eff):
+def _add_leverage_samples(chol, p, alpha, rng):
+    """Grow ``chol`` to ``p`` pivots by approximate ridge-leverage sampling.
+
+    Multi-level, in the spirit of recursive RLS (Musco & Musco 2017) and
+    BLESS (Rudi et al. 2018): the first 32 pivots are uniform; then each
+    round adds a quarter more pivots (at least 32), drawn without
+    replacement with probabilities proportional to approximate ridge
+    leverage scores computed from the factor so far
+    (:func:`_sampling_scores`), so that regions the factor already explains
+    are sampled less, round after round.  Each round costs ``O(n r^2)``, a
+    constant times one round at the final rank in all.
+
+    The Nystroem approximation ``K_{:S} (K_{SS})^+ K_{S:}`` does not change
+    when the sampled columns are rescaled, so the importance weights
+    ``1 / sqrt(p q_i)`` of the sampling theory need no place in the feature
+    map; the d.o.f. estimate uses the factor's own spectrum (a lower bound
+    of ``K``'s), not a rescaled sample.
+    """
+    n = chol.residual.shape[0]
+    p = min(p, n)
+    while len(chol.pivots) < p:
+        have = len(chol.pivots)
+        k = min(p - have, max(32, have // 4))
+        if chol.rank == 0:
+            candidates = np.setdiff1d(np.arange(n), chol.pivots)
+            block = rng.choice(candidates, size=min(k, candidates.size), replace=False)
+        else:
+            weights = _sampling_scores(chol, alpha)
+            weights[chol.pivots] = 0.0
+            positive = np.flatnonzero(weights > 0)
+            if positive.size == 0:
+                break  # every point explained: no more rank
+            k = min(k, positive.size)
+            block = rng.choice(
+                positive,
+                size=k,
+                replace=False,
+                p=weights[positive] / weights[positive].sum(),
+            )
+        chol.add(block)
+
+
+def _sampling_scores(chol, alpha):
+    """``min(1, [L (L + alpha I)^-1]_ii + (K - L)_ii / alpha)``.
+
+    The leverage score of the current approximation plus the most the
+    residual can add to it: exact for the points the factor explains,
+    close to the cap 1 for the ones it does not yet explain.  (Sampling
+    from the ridge upper bound of :func:`leverage_score_bounds` instead,
+    which is loose in dense regions the factor has not reached, needed
+    about 1.5 times more columns on clustered data with outliers.)
+    """
+    lower = _lower_bounds(chol, alpha)
+    return np.minimum(lower + chol.residual / alpha, 1.0)
+
+
+def _converged(dof, previous, chol, alpha, tol, certify_d_eff, rule="d_max"):
     """Stopping rule of the doubling loop.
 
     ``d_max`` moved by at most ``tol`` (relative) when the number of columns
@@ -435,6 +520,10 @@ def _converged(dof, previous, chol, alpha, tol, certify_d_eff):
     # carry the leverage, and a flat estimate only means both rounds missed.
     if previous is None or len(chol.pivots) < 2 * dof.d_eff:
         return False
+    if rule == "d_eff":
+        # The samplers whose rank follows d_eff: d_eff must have settled.
+        moved = abs(dof.d_eff - previous.d_eff) / max(previous.d_eff, 1e-12)
+        return moved <= tol
     moved = abs(dof.d_max - previous.d_max) / max(previous.d_max, 1e-12)
     certified = chol.residual.sum() / alpha <= 2 * tol * dof.d_eff
     return moved <= tol and (certified or not certify_d_eff)

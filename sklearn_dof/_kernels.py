@@ -15,12 +15,13 @@ from sklearn.metrics.pairwise import (
     PAIRWISE_KERNEL_FUNCTIONS,
     pairwise_kernels,
 )
+from sklearn.preprocessing import normalize
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._validation import check_kernel_params, check_kernel_values, checked_kernel
 
 # Kernels whose diagonal is identically one: k(x, x) = exp(-gamma * 0).
-_UNIT_DIAGONAL = {"rbf", "laplacian", "cosine"}
+_UNIT_DIAGONAL = {"rbf", "laplacian"}
 
 KERNEL_CONSTRAINTS = {
     "kernel": [
@@ -102,6 +103,11 @@ class KernelColumns:
             diag = X.diagonal()
         elif self.kernel in _UNIT_DIAGONAL:
             diag = np.ones(X.shape[0])
+        elif self.kernel == "cosine":
+            # 1, except for rows that normalize() leaves alone (zero rows and
+            # norms below 10 eps): exactly what pairwise_kernels computes.
+            Xn = normalize(X)
+            diag = Xn.multiply(Xn).sum(1).A1 if sparse.issparse(X) else (Xn**2).sum(1)
         elif self.kernel in ("linear", "polynomial", "poly", "sigmoid"):
             sq = X.multiply(X).sum(axis=1).A1 if sparse.issparse(X) else (X * X).sum(1)
             if self.kernel == "linear":

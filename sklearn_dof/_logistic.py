@@ -15,7 +15,7 @@ from sklearn.utils.validation import (
 
 from ._kernels import KERNEL_CONSTRAINTS
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
-from ._nystroem import _NystroemFeaturesMixin
+from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
 
 
 class DoFKernelLogisticRegression(
@@ -155,7 +155,7 @@ class DoFKernelLogisticRegression(
             StrOptions({"auto"}),
             Interval(Integral, 1, None, closed="left"),
         ],
-        "sampling": [StrOptions({"uniform", "pivoted"})],
+        "sampling": DoFNystroem._parameter_constraints["sampling"],
         "fit_intercept": ["boolean"],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
@@ -244,7 +244,11 @@ class DoFKernelLogisticRegression(
         # Samples of zero weight take no part in the objective, so they are
         # no landmark candidates either.  (A precomputed kernel keeps them:
         # its columns at predict time are indexed by all training points.)
-        if not keep.all() and self.kernel != "precomputed":
+        # Nor do landmarks given as row indices, which index all the rows.
+        given_rows = not isinstance(self.sampling, str) and not hasattr(
+            self.sampling, "select"
+        )
+        if not keep.all() and self.kernel != "precomputed" and not given_rows:
             X, y_index, sample_weight = X[keep], y_index[keep], sample_weight[keep]
 
         features = self._fit_nystroem(X, self.alpha)

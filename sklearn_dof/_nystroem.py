@@ -12,13 +12,20 @@ from sklearn.base import (
     _fit_context,
 )
 from sklearn.metrics.pairwise import pairwise_kernels
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._blocks import FeatureBlocks
-from ._dof import _estimate_from_access, _landmark_dof, _quadratic_forms
+from ._dof import (
+    _column_rule,
+    _estimate_from_access,
+    _landmark_dof,
+    _quadratic_forms,
+    _shrinkage,
+)
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
-from ._rank import auto_rank
+from ._rank import AUTO_RANK_BASIS, auto_rank
 from ._sampling import PartialCholesky, uniform_columns
 from ._validation import (
     check_kernel_values,
@@ -216,7 +223,11 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             StrOptions({"auto"}),
             Interval(Integral, 1, None, closed="left"),
         ],
-        "sampling": [StrOptions({"uniform", "pivoted"})],
+        "sampling": [
+            StrOptions({"uniform", "pivoted", "leverage", "rpcholesky"}),
+            "array-like",
+            HasMethods(["select"]),
+        ],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
     }
@@ -277,28 +288,41 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     def _fit(self, X):
         access = KernelColumns(X, self.kernel, self._kernel_params(), self.n_jobs)
         n_samples = X.shape[0]
+        sampling = self._check_sampling(n_samples)
+        selector = hasattr(sampling, "select")
+        factor = None
 
         if self.n_components == "auto":
-            # The rank rule reads d_max only: certifying d_eff as well would
-            # cost columns the features never use.
+            # The estimate grows the columns of the rule itself (uniform ones
+            # for a selector, whose picks need not be nested), and stops on
+            # the degrees of freedom the rank is read from.
+            rule = "uniform" if selector else sampling
+            basis = AUTO_RANK_BASIS[rule] if isinstance(rule, str) else None
             dof, chol, grow = _estimate_from_access(
                 access,
                 self.alpha,
                 None,
                 self.tol,
                 self.random_state,
-                self.sampling,
+                rule,
                 certify_d_eff=False,
                 bounds=False,
+                rule=basis,
             )
-            n_components = auto_rank(dof.d_max, self.sampling, n_samples)
-            # The landmarks are the first pivots of the factor the estimate
-            # grew: uniform pivots are a prefix of one permutation and greedy
-            # pivots a prefix of one greedy sequence, so nothing is recomputed.
-            if len(chol.pivots) < n_components:
-                grow(n_components)
-            indices = np.asarray(chol.pivots[:n_components], dtype=np.intp)
             estimate = (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
+            if basis is None:  # given landmarks: all of them
+                n_components = len(chol.pivots)
+            else:
+                n_components = auto_rank(dof.d_max, rule, n_samples, d_eff=dof.d_eff)
+            if selector:
+                landmarks = self._select(sampling, X, n_components)
+            else:
+                # The landmarks are the first pivots of the factor the
+                # estimate grew (every rule's pivots are a prefix of one
+                # sequence), so nothing is recomputed.
+                if len(chol.pivots) < n_components:
+                    grow(n_components)
+                landmarks = np.asarray(chol.pivots[:n_components], dtype=np.intp)
         else:
             n_components = self.n_components
             if n_components > n_samples:
@@ -309,42 +333,137 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                     stacklevel=4,  # past fit and its _fit_context wrapper
                 )
                 n_components = n_samples
-            indices, factor = self._fixed_rank_landmarks(access, n_components)
             estimate = None
-        n_components = indices.shape[0]  # greedy pivoting may exhaust the rank
+            if selector:
+                landmarks = self._select(sampling, X, n_components)
+            else:
+                landmarks, factor = self._fixed_rank_landmarks(
+                    access, n_components, sampling
+                )
 
-        gram = access.landmark_gram(indices)
+        points = landmarks.ndim == 2  # a selector returned points, not rows
+        if points:
+            gram = np.asarray(
+                pairwise_kernels(
+                    landmarks,
+                    metric=self.kernel,
+                    filter_params=True,
+                    **self._kernel_params(),
+                ),
+                dtype=access.dtype,
+            )
+        else:
+            gram = access.landmark_gram(landmarks)
+        n_components = landmarks.shape[0]  # a rule may exhaust the rank
         check_landmark_gram(gram, self.kernel)
         check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
         eigvals, eigvecs = _landmark_eigh(gram)
         # With a precomputed kernel a landmark is only its index: storing its
         # row of the Gram matrix would make the fitted model grow with n.
-        self.components_ = (
-            indices.copy() if self.kernel == "precomputed" else X[indices]
-        )
+        if points:
+            self.components_ = landmarks.astype(X.dtype, copy=False)
+        elif self.kernel == "precomputed":
+            self.components_ = landmarks.copy()
+        else:
+            self.components_ = X[landmarks]
+        self.component_indices_ = None if points else landmarks
         self.normalization_ = _inverse_sqrt_from_eigh(eigvals, eigvecs).astype(
             X.dtype, copy=False
         )
-        if estimate is None:
-            estimate = self._fixed_rank_dof(eigvals, eigvecs, factor, indices, X)
-        self.component_indices_ = indices
         self.n_components_ = n_components
         self._n_features_out = n_components
+        if points:
+            estimate = self._points_dof(access, X, estimate)
+        elif estimate is None:
+            estimate = self._fixed_rank_dof(eigvals, eigvecs, factor, landmarks, X)
         self.dof_, self.effective_dof_, self.averaged_dof_, self.dof_columns_ = estimate
 
-    def _fixed_rank_landmarks(self, access, n_components):
+    def _check_sampling(self, n_samples):
+        """The sampling rule's name, a selector, or validated landmark rows."""
+        sampling = self.sampling
+        if isinstance(sampling, str) or hasattr(sampling, "select"):
+            return sampling
+        indices = np.asarray(sampling)
+        if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":
+            raise ValueError(
+                "sampling given as landmarks must be a non-empty 1d array of "
+                f"integer row indices; got an array of shape {indices.shape} "
+                f"and dtype {indices.dtype}."
+            )
+        if indices.min() < 0 or indices.max() >= n_samples:
+            raise ValueError(
+                f"sampling holds row indices out of range [0, {n_samples}): "
+                f"min {indices.min()}, max {indices.max()}."
+            )
+        if np.unique(indices).size != indices.size:
+            raise ValueError("sampling holds duplicated row indices.")
+        if self.n_components != "auto" and self.n_components > indices.size:
+            raise ValueError(
+                f"n_components={self.n_components} but sampling gives only "
+                f"{indices.size} landmarks."
+            )
+        return indices.astype(np.intp)
+
+    def _select(self, selector, X, n_components):
+        """Landmarks from ``selector.select``: row indices or points."""
+        result = np.asarray(
+            selector.select(X, n_components, check_random_state(self.random_state))
+        )
+        n_samples = X.shape[0]
+        if result.ndim == 1 and result.dtype.kind in "iu":
+            if (
+                result.size == 0
+                or result.min() < 0
+                or result.max() >= n_samples
+                or np.unique(result).size != result.size
+            ):
+                raise ValueError(
+                    f"{type(selector).__name__}.select must return distinct row "
+                    f"indices in [0, {n_samples}); got {result.size} indices."
+                )
+            return result.astype(np.intp)
+        if (
+            result.ndim == 2
+            and result.shape[0] > 0
+            and result.shape[1] == X.shape[1]
+            and result.dtype.kind == "f"
+            and self.kernel != "precomputed"
+        ):
+            if not np.all(np.isfinite(result)):
+                raise ValueError(
+                    f"{type(selector).__name__}.select returned non-finite points."
+                )
+            return result
+        raise ValueError(
+            f"{type(selector).__name__}.select must return a 1d array of row "
+            "indices, or (not with a precomputed kernel) a 2d float array of "
+            f"points with {X.shape[1]} features; got shape {result.shape}, "
+            f"dtype {result.dtype}."
+        )
+
+    def _fixed_rank_landmarks(self, access, n_components, sampling):
         """Landmarks for an int rank: ``(indices, factor or None)``.
 
-        Uniform landmarks cost nothing; greedy pivots need the residual
-        diagonal, hence the ``n x p`` factor, which the d.o.f. estimate then
-        reuses.
+        Uniform landmarks cost nothing.  The other rules need the residual
+        diagonal or the leverage bounds, hence the ``n x p`` factor, which
+        the d.o.f. estimate then reuses; given landmarks get the factor too,
+        since they are no uniform sample.
         """
         n_samples = access.n_samples
-        if self.sampling == "uniform":
+        if isinstance(sampling, str) and sampling == "uniform":
             return uniform_columns(n_samples, n_components, self.random_state), None
         chol = PartialCholesky(access.columns, access.diagonal())
-        chol.add_greedy(n_components)
-        return np.asarray(chol.pivots, dtype=np.intp), chol.factor
+        grow = _column_rule(chol, sampling, n_samples, self.random_state, self.alpha)
+        if isinstance(sampling, str) and sampling == "leverage":
+            # The same doubling schedule as "auto", so that fixed ranks are
+            # prefixes of the sequence the automatic rank draws.
+            p = 32
+            while p < n_components:
+                grow(p)
+                p *= 2
+        grow(n_components)
+        pivots = np.asarray(chol.pivots[:n_components], dtype=np.intp)
+        return pivots, chol.factor
 
     def _fixed_rank_dof(self, eigvals, eigvecs, factor, indices, X):
         """Degrees of freedom at a given rank from the landmark rows, O(p^3).
@@ -352,10 +471,11 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Uniform landmarks are a uniform sample: ``(n / p) K(I, I)`` estimates
         the Gram matrix ``Phi^T Phi`` of the features (the usual Nystroem
         estimate of the spectrum), and the landmark rows' scores against it
-        estimate the scores.  Greedy pivots are no sample, but their factor
-        ``G`` gives ``Phi^T Phi`` up to a rotation (``G^T G``).  Either way the
-        rows scored are the landmarks, which greedy pivoting picks among the
-        worst explained points, so no pass over all rows is spent on it.
+        estimate the scores.  Other landmarks are no uniform sample, but
+        their factor ``G`` gives ``Phi^T Phi`` up to a rotation (``G^T G``).
+        Either way the rows scored are the landmarks, which greedy pivoting
+        and the residual- and leverage-driven rules pick among the worst
+        explained points, so no pass over all rows is spent on it.
         """
         n_samples, p = X.shape[0], indices.shape[0]
         if factor is None:
@@ -366,9 +486,31 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             G = factor.astype(np.float64, copy=False)
             gram = G.T @ G
             spectrum = linalg.eigvalsh(gram)
-            scores = _quadratic_forms(G[indices], gram + self.alpha * np.eye(p))
+            scores = _quadratic_forms(
+                G[indices], gram + self.alpha * np.eye(G.shape[1])
+            )
         d_max, d_eff, d_ave = _landmark_dof(scores, spectrum, self.alpha, n_samples)
         return d_max, d_eff, d_ave, p
+
+    def _points_dof(self, access, X, estimate):
+        """Degrees of freedom with landmark points that are not training rows.
+
+        ``L = K(X, Z) K(Z, Z)^+ K(Z, X) <= K`` for any points ``Z`` (a
+        projection in feature space), so the lower bounds and the estimate of
+        :func:`leverage_score_bounds` hold; they cost the ``n x p`` features
+        and ``O(n p^2)``.  With ``"auto"`` the rank came from the uniform
+        estimate, which is kept.
+        """
+        if estimate is not None:
+            return estimate
+        G = self._kernel_to_landmarks(X).astype(np.float64) @ self.normalization_.T
+        residual = np.clip(access.diagonal() - (G * G).sum(axis=1), 0, None)
+        gram = G.T @ G
+        lower = _quadratic_forms(G, gram + self.alpha * np.eye(G.shape[1]))
+        scores = np.clip(lower + 0.5 * residual / self.alpha, lower, 1.0)
+        shrink = _shrinkage(linalg.eigvalsh(gram), self.alpha)
+        d_max = X.shape[0] * float(lower.max(initial=0.0))
+        return d_max, float(scores.sum()), float((shrink**2).sum()), G.shape[1]
 
     def _training_features(self, X, working_memory=None):
         """The features of ``X`` as :class:`FeatureBlocks` in the triangular

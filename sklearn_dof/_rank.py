@@ -27,35 +27,57 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 # exact kernel ridge, plus a margin (benchmarks/calibrate_auto_rank.py).
 # Greedy pivots need fewer columns than uniform ones: they never pick a
 # landmark that the others already explain.
-AUTO_RANK_FACTOR = {"uniform": 2.75, "pivoted": 1.5}
+AUTO_RANK_FACTOR = {"uniform": 2.75, "pivoted": 1.5, "leverage": 4.0, "rpcholesky": 3.0}
+
+# Uniform and greedy columns need a rank of the order of d_max (Bach 2013);
+# leverage-score sampling and randomly pivoted Cholesky adapt to where the
+# leverage is and need the order of d_eff (Alaoui & Mahoney 2015, Musco &
+# Musco 2017, Chen et al. 2022), which is much smaller than d_max on data
+# with isolated points.
+AUTO_RANK_BASIS = {
+    "uniform": "d_max",
+    "pivoted": "d_max",
+    "leverage": "d_eff",
+    "rpcholesky": "d_eff",
+}
 
 
 @validate_params(
     {
         "d_max": [Interval(Real, 0, None, closed="left")],
-        "sampling": [StrOptions({"uniform", "pivoted"})],
+        "sampling": [StrOptions(set(AUTO_RANK_FACTOR))],
         "n_samples": [Interval(Integral, 1, None, closed="left"), None],
+        "d_eff": [Interval(Real, 0, None, closed="left"), None],
     },
     prefer_skip_nested_validation=True,
 )
-def auto_rank(d_max, sampling="uniform", n_samples=None):
+def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
     """Number of columns chosen by ``n_components="auto"``.
 
-    ``p = max(1, ceil(c * d_max))`` with ``c = 2.75`` for uniform columns and
-    ``c = 1.5`` for greedy pivoted columns, capped at ``n_samples``.  On the
-    paper's periodic-spline problems this keeps the in-sample error of
-    ``Ridge(alpha)`` on the features within 1% of exact kernel ridge on
+    ``p = max(1, ceil(c * d))``, capped at ``n_samples``, where
+
+    * uniform columns: ``d = d_max``, ``c = 2.75``;
+    * greedy pivoted columns: ``d = d_max``, ``c = 1.5``;
+    * ridge-leverage sampling: ``d = d_eff``, ``c = 4``;
+    * randomly pivoted Cholesky: ``d = d_eff``, ``c = 3``.
+
+    On the paper's periodic-spline problems this keeps the in-sample error
+    of ``Ridge(alpha)`` on the features within 1% of exact kernel ridge on
     average over draws, at about twice the smallest sufficient rank (median);
-    a single draw of uniform columns can do worse, pivoted ones rarely.
+    a single random draw can do worse.  Constants from
+    ``benchmarks/calibrate_auto_rank.py`` and ``benchmarks/bench_samplers.py``.
 
     Parameters
     ----------
     d_max : float
         (Estimated) maximal marginal degrees of freedom.
-    sampling : {"uniform", "pivoted"}, default="uniform"
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, default="uniform"
         Column selection rule.
     n_samples : int, default=None
         Cap on the rank.
+    d_eff : float, default=None
+        (Estimated) degrees of freedom ``tr K (K + alpha I)^-1``; required by
+        the samplers whose rank follows it.
 
     Returns
     -------
@@ -66,8 +88,18 @@ def auto_rank(d_max, sampling="uniform", n_samples=None):
     >>> from sklearn_dof import auto_rank
     >>> auto_rank(10.0), auto_rank(10.0, "pivoted"), auto_rank(10.0, n_samples=20)
     (28, 15, 20)
+    >>> auto_rank(40.0, "rpcholesky", d_eff=5.0)
+    15
     """
-    p = max(1, math.ceil(AUTO_RANK_FACTOR[sampling] * d_max))
+    if AUTO_RANK_BASIS[sampling] == "d_eff":
+        if d_eff is None:
+            raise ValueError(
+                f"auto_rank(sampling={sampling!r}) reads d_eff: pass d_eff=..."
+            )
+        d = d_eff
+    else:
+        d = d_max
+    p = max(1, math.ceil(AUTO_RANK_FACTOR[sampling] * d))
     if n_samples is not None:
         p = min(p, n_samples)
     return int(p)

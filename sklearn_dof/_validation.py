@@ -148,6 +148,24 @@ def check_kernel_values(block, kernel):
     return block
 
 
+def check_kernel_is_psd(kernel):
+    """Warn for a kernel of :data:`NON_PSD_KERNELS`, known not to be PSD.
+
+    For functions that never form ``K(I, I)`` as a whole (the degrees of
+    freedom estimate); the estimators check the landmark block instead.
+    """
+    if isinstance(kernel, str) and kernel in NON_PSD_KERNELS:
+        warnings.warn(
+            f"Kernel methods need a positive semi-definite kernel, but the "
+            f"kernel {kernel!r} is not positive semi-definite in general. The "
+            "negative part is dropped: the partial Cholesky factor keeps only "
+            "directions of positive residual, so the result is that of a PSD "
+            "approximation of the kernel, not of the kernel itself.",
+            NonPSDKernelWarning,
+            stacklevel=3,
+        )
+
+
 def check_landmark_gram(gram, kernel):
     """Warn when the landmark block ``K(I, I)`` is not symmetric PSD.
 
@@ -269,7 +287,9 @@ def check_factor(G, pivots, residual, alpha):
         )
     if not np.isfinite(alpha):
         raise InvalidParameterError(f"alpha must be finite; got {alpha!r}.")
-    G = check_array(G, dtype=[np.float64, np.float32], input_name="G")
+    G = check_array(
+        G, dtype=[np.float64, np.float32], ensure_min_features=0, input_name="G"
+    )
     residual = check_array(
         residual, dtype=np.float64, ensure_2d=False, input_name="residual"
     )
