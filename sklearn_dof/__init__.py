@@ -11,6 +11,7 @@ from ._nystroem import DoFNystroem
 from ._rank import auto_rank, theoretical_rank
 from ._ridge import DoFKernelRidge, DoFKernelRidgeCV
 from ._sampling import pivoted_cholesky, randomly_pivoted_cholesky, uniform_columns
+from ._validation import NonPSDKernelWarning, PenaltyResolutionWarning
 from ._version import __version__
 
 __all__ = [
@@ -19,6 +20,8 @@ __all__ = [
     "DoFKernelRidge",
     "DoFKernelRidgeCV",
     "DoFNystroem",
+    "NonPSDKernelWarning",
+    "PenaltyResolutionWarning",
     "__version__",
     "auto_rank",
     "degrees_of_freedom",

@@ -393,18 +393,25 @@ def kernel_block(X, landmarks, kernel, params):
     return map_chunks(X, function, width, dtype, landmarks)
 
 
-def map_chunks(X, function, width, dtype, *args):
+def map_chunks(X, function, width, dtype, *args, keep_function=False):
     """``function(X_b, *args)`` (``b x width``) for every row chunk, lazily.
 
     ``function`` (a feature map, holding the ``p`` landmark rows) is one key
     of the graph, not a copy per task; ``args`` are numpy arrays or delayed
-    objects, also shipped once.
+    objects, also shipped once.  With ``keep_function`` the function is
+    persisted on the executor, so that later passes over the result do not
+    ship it again.
     """
     dtype = np.dtype(dtype)
+    if X.numblocks[1] != 1:  # whole rows per chunk
+        X = X.rechunk({1: -1})
     args = [a if hasattr(a, "dask") else _shared(a) for a in args]
+    box = _shared(function)
+    if keep_function:
+        box = box.persist()
     return X.map_blocks(
         _call_unboxed,
-        _shared(function),
+        box,
         *args,
         chunks=(X.chunks[0], (width,)) if width is not None else (X.chunks[0],),
         drop_axis=[] if width is not None else 1,
@@ -511,7 +518,9 @@ class DaskFeatureBlocks(FeatureBlocks):
         nbytes = self.n_samples * n_components * self.dtype.itemsize
         self.cached = nbytes <= persist_budget(working_memory)
         self._cache = None
-        self._phi = map_chunks(X, feature_map, n_components, self.dtype)
+        self._phi = map_chunks(
+            X, feature_map, n_components, self.dtype, keep_function=True
+        )
 
     def __getstate__(self):
         state = dict(self.__dict__)

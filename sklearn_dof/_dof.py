@@ -22,8 +22,8 @@ from scipy import linalg
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
+from . import _dask
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
-from ._sampling import PartialCholesky
 from ._validation import (
     check_factor,
     check_kernel_is_psd,
@@ -70,6 +70,11 @@ class DegreesOfFreedom:
         top = leverage_scores if lower is None else lower
         self.d_max = float(n * top.max(initial=0.0))
         self.d_eff = float(leverage_scores.sum())
+        if lower is not None:
+            # n max_i l_i >= sum_i l_i for the true scores; with very few
+            # columns the lower bounds' maximum can fall below the estimated
+            # sum, and the estimate keeps the order the definitions have.
+            self.d_max = max(self.d_max, self.d_eff)
         self.d_ave = float(d_ave)
         self.alpha = float(alpha)
         self.lower = lower
@@ -150,6 +155,8 @@ def degrees_of_freedom(K, alpha):
 
 def _quadratic_forms(G, A):
     """diag(G A^-1 G^T) for a symmetric positive definite A, in O(n r^2)."""
+    if _dask.is_dask_array(G):  # row chunks on a Dask cluster: this, per chunk
+        return _dask.quadratic_forms(G, A)
     chol = linalg.cho_factor(A, lower=True)
     Z = linalg.solve_triangular(chol[0], G.T, lower=True, check_finite=False)
     return (Z * Z).sum(axis=0)
@@ -383,7 +390,7 @@ def _estimate_from_access(
     read from, whose convergence stops the doubling.
     """
     n = access.n_samples
-    chol = PartialCholesky(access.columns, access.diagonal())
+    chol = access.partial_cholesky()
     grow = _column_rule(chol, sampling, n, random_state, alpha)
     if not isinstance(sampling, str):  # given landmarks: all of them, once
         n_columns = len(sampling)

@@ -154,6 +154,16 @@ class KernelColumns:
             )
         return check_kernel_values(np.asarray(block, dtype=self.dtype), self.kernel)
 
+    def rows(self, indices):
+        """The training rows ``X[indices]`` (landmark points)."""
+        return self.X[indices]
+
+    def partial_cholesky(self):
+        """An empty :class:`PartialCholesky` of this kernel matrix."""
+        from ._sampling import PartialCholesky
+
+        return PartialCholesky(self.columns, self.diagonal())
+
     def landmark_gram(self, indices):
         """The p x p block K(X[indices], X[indices])."""
         indices = np.asarray(indices, dtype=np.intp)

@@ -13,6 +13,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from . import _dask
 from ._kernels import KERNEL_CONSTRAINTS
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
 from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
@@ -217,7 +218,8 @@ class DoFKernelLogisticRegression(
         self : object
             Fitted classifier.
         """
-        X, y = validate_data(
+        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
+        X, y = validate(
             self,
             X,
             y,
@@ -290,6 +292,8 @@ class DoFKernelLogisticRegression(
             multinomial logits, one column per class.
         """
         check_is_fitted(self)
+        if _dask.is_dask_array(X):  # this method, chunk by chunk
+            return _dask.map_rows(self, "decision_function", X)
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
@@ -310,6 +314,8 @@ class DoFKernelLogisticRegression(
         y_pred : ndarray of shape (n_samples,)
             The most probable class of each sample.
         """
+        if _dask.is_dask_array(X):  # this method, chunk by chunk
+            return _dask.map_rows(self, "predict", X)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             index = (scores > 0).astype(np.intp)
@@ -330,6 +336,8 @@ class DoFKernelLogisticRegression(
         proba : ndarray of shape (n_samples, n_classes)
             Probabilities, columns in the order of ``classes_``.
         """
+        if _dask.is_dask_array(X):  # this method, chunk by chunk
+            return _dask.map_rows(self, "predict_proba", X)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             positive = expit(scores)
@@ -349,6 +357,8 @@ class DoFKernelLogisticRegression(
         log_proba : ndarray of shape (n_samples, n_classes)
             Log-probabilities, columns in the order of ``classes_``.
         """
+        if _dask.is_dask_array(X):  # this method, chunk by chunk
+            return _dask.map_rows(self, "predict_log_proba", X)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return np.column_stack([log_expit(-scores), log_expit(scores)])

@@ -590,6 +590,11 @@ def _newton_loop(problem, theta, tol, max_iter, inner_solver, block_jacobi):
         direction = np.zeros_like(theta)
         direction[free] = step
         slope = float(g @ step)
+        if np.abs(grad).max() <= tol and abs(0.5 * slope) <= tol:
+            # Already optimal (e.g. the intercept-only start on data the
+            # features cannot separate): no step to take.
+            converged = True
+            break
         if slope > 0:  # not a descent direction: rounding has taken over
             failure = "the Newton step is not a descent direction"
             break

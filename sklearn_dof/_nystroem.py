@@ -16,6 +16,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from . import _dask
 from ._blocks import FeatureBlocks
 from ._dof import (
     _column_rule,
@@ -26,7 +27,7 @@ from ._dof import (
 )
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._rank import AUTO_RANK_BASIS, auto_rank
-from ._sampling import PartialCholesky, uniform_columns
+from ._sampling import uniform_columns
 from ._validation import (
     check_kernel_values,
     check_landmark_gram,
@@ -281,12 +282,14 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self : object
             Fitted transformer.
         """
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
+        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
+        X = validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
         self._fit(X)
         return self
 
     def _fit(self, X):
-        access = KernelColumns(X, self.kernel, self._kernel_params(), self.n_jobs)
+        columns = _dask.DaskKernelColumns if _dask.is_dask_array(X) else KernelColumns
+        access = columns(X, self.kernel, self._kernel_params(), self.n_jobs)
         n_samples = X.shape[0]
         sampling = self._check_sampling(n_samples)
         selector = hasattr(sampling, "select")
@@ -341,6 +344,11 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                     access, n_components, sampling
                 )
 
+        if landmarks.shape[0] == 0:
+            # A kernel that vanishes on the data leaves the residual-driven
+            # rules nothing to pivot on; one landmark gives the (zero)
+            # features the estimators then fit as an intercept.
+            landmarks = uniform_columns(n_samples, 1, self.random_state)
         points = landmarks.ndim == 2  # a selector returned points, not rows
         if points:
             gram = np.asarray(
@@ -365,7 +373,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         elif self.kernel == "precomputed":
             self.components_ = landmarks.copy()
         else:
-            self.components_ = X[landmarks]
+            self.components_ = access.rows(landmarks)
         self.component_indices_ = None if points else landmarks
         self.normalization_ = _inverse_sqrt_from_eigh(eigvals, eigvecs).astype(
             X.dtype, copy=False
@@ -452,7 +460,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         n_samples = access.n_samples
         if isinstance(sampling, str) and sampling == "uniform":
             return uniform_columns(n_samples, n_components, self.random_state), None
-        chol = PartialCholesky(access.columns, access.diagonal())
+        chol = access.partial_cholesky()
         grow = _column_rule(chol, sampling, n_samples, self.random_state, self.alpha)
         if isinstance(sampling, str) and sampling == "leverage":
             # The same doubling schedule as "auto", so that fixed ranks are
@@ -521,7 +529,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             landmarks, self.kernel, self._kernel_params(), T, self.n_jobs
         )
         dtype = X.dtype if X.dtype == np.float32 else np.float64
-        blocks = FeatureBlocks(
+        dask = _dask.is_dask_array(X)  # the same blocks, one task per row chunk
+        blocks = (_dask.DaskFeatureBlocks if dask else FeatureBlocks)(
             X, feature_map, self.n_components_, dtype, working_memory
         )
         blocks.rotation = Q
@@ -542,6 +551,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             Features, float32 for float32 input.
         """
         check_is_fitted(self)
+        if _dask.is_dask_array(X):  # this method, chunk by chunk
+            return _dask.map_rows(self, "transform", X)
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
@@ -558,6 +569,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     def _kernel_to_landmarks(self, X):
         """``K(X, I)``, the only kernel evaluation a fitted model needs."""
         landmarks = self._landmarks()
+        if _dask.is_dask_array(X):
+            params = self._kernel_params()
+            return _dask.kernel_block(X, landmarks, self.kernel, params)
         return _kernel_block(
             X, landmarks, self.kernel, self._kernel_params(), self.n_jobs
         )

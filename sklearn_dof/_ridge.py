@@ -35,6 +35,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from . import _dask
 from ._blocks import normal_equations
 from ._kernels import KERNEL_CONSTRAINTS
 from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
@@ -110,8 +111,23 @@ def _solve_normal_equations(gram, rhs, alpha):
             stacklevel=3,
         )
         eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
-        eigvals = np.clip(eigvals, 0, None)
-        return V @ ((V.T @ rhs) / (eigvals + alpha)[:, None])
+        return V @ (_ridge_inverse(eigvals, alpha)[:, None] * (V.T @ rhs))
+
+
+def _ridge_inverse(eigvals, alphas):
+    """``1 / (s + alpha)`` on the numerical range of a Gram matrix, 0 off it.
+
+    Eigenvalues below ``p * eps * max(s)`` are rounding noise: the right-hand
+    side ``Phi^T S y`` has no true component along them, and dividing its
+    rounding noise by a penalty below that level would blow it up.
+    """
+    eigvals = np.asarray(eigvals, dtype=np.float64)
+    cutoff = eigvals.shape[0] * np.finfo(np.float64).eps * max(eigvals.max(), 0.0)
+    on_range = (eigvals > cutoff)[:, None] if np.ndim(alphas) else eigvals > cutoff
+    clipped = np.clip(eigvals, 0, None)
+    if np.ndim(alphas):
+        clipped = clipped[:, None]
+    return np.where(on_range, 1.0 / (clipped + alphas), 0.0)
 
 
 def _shape_coef(W, intercept, y_ndim, rotation):
@@ -130,7 +146,8 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
     """Shared fitting and prediction code of the two estimators."""
 
     def _validate_fit_data(self, X, y, sample_weight):
-        X, y = validate_data(
+        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
+        X, y = validate(
             self,
             X,
             y,
@@ -160,6 +177,8 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
             ``nystroem_.transform(X) @ coef_.T + intercept_``.
         """
         check_is_fitted(self)
+        if _dask.is_dask_array(X):  # this method, chunk by chunk
+            return _dask.map_rows(self, "predict", X)
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
@@ -652,10 +671,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         """
         n_samples, n_targets = problem.y.shape
         eigvals, V = linalg.eigh(0.5 * (problem.gram + problem.gram.T))
-        eigvals = np.clip(eigvals, 0, None)
         ZT_y = V.T @ problem.rhs  # = Z^T S y_c for Z = Phi_c V
         sw = problem.sw
-        shrinks = 1.0 / (eigvals[:, None] + alphas[None, :])  # (p, n_alphas)
+        shrinks = _ridge_inverse(eigvals, alphas[None, :])  # (p, n_alphas)
+        eigvals = np.clip(eigvals, 0, None)
         if self.criterion == "gcv":
             traces = eigvals @ shrinks + float(self.fit_intercept)
         else:

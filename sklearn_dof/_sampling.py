@@ -123,8 +123,9 @@ class PartialCholesky:
         drawn again; a point far from the others keeps its residual until it
         is drawn, which is how the rule finds outliers that uniform sampling
         misses, without greedy pivoting's one-column-at-a-time sweep.  The
-        default block grows with the rank (a quarter of it, at least 8), which
-        keeps the number of Schur updates logarithmic in ``p``.
+        default block is a quarter of the current rank (sequential draws
+        while the rank is small, where each pivot matters most), which keeps
+        the number of Schur updates logarithmic in ``p``.
 
         Returns the number of pivots added.
         """
@@ -138,7 +139,7 @@ class PartialCholesky:
             total = weights.sum()
             if total <= self.rtol * self._scale or not np.isfinite(total):
                 break  # numerically no rank left
-            k = block_size or max(8, len(self.pivots) // 4)
+            k = block_size or max(1, len(self.pivots) // 4)
             k = min(k, target - len(self.pivots))
             draws = rng.choice(n, size=k, replace=True, p=weights / total)
             _, first = np.unique(draws, return_index=True)
@@ -237,7 +238,7 @@ def randomly_pivoted_cholesky(K, n_components, *, block_size=None, random_state=
         Number of pivots ``p`` (fewer if ``K`` is numerically exhausted).
     block_size : int, default=None
         Pivots drawn per Schur update; None grows it with the rank (a quarter
-        of it, at least 8).  ``block_size=1`` is the sequential algorithm.
+        of it).  ``block_size=1`` is the sequential algorithm.
     random_state : int, RandomState instance or None, default=None
         Seed of the draws.
 

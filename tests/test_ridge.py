@@ -137,12 +137,13 @@ def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch):
 
 
 def test_indefinite_system_falls_back_to_eigh():
-    # A Gram matrix made indefinite by rounding: the eigendecomposition
-    # clips its negative eigenvalues.
-    gram = np.diag([4.0, -3.0])
+    # A Gram matrix made indefinite by rounding, with a penalty below the
+    # rounding level: the eigendecomposition solves on the numerical range
+    # and leaves the rounding-level direction out instead of dividing by it.
+    gram = np.diag([4.0, -1e-17])
     with pytest.warns(linalg.LinAlgWarning, match="Cholesky"):
-        W = _ridge._solve_normal_equations(gram, np.ones((2, 1)), 1.0)
-    np.testing.assert_allclose(W[:, 0], [0.2, 1.0])
+        W = _ridge._solve_normal_equations(gram, np.ones((2, 1)), 1e-30)
+    np.testing.assert_allclose(W[:, 0], [0.25, 0.0])
 
 
 @pytest.mark.parametrize("alpha", [0, 0.0, -1.0])

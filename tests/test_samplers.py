@@ -13,6 +13,7 @@ from sklearn_dof import (
     degrees_of_freedom,
     randomly_pivoted_cholesky,
 )
+from sklearn_dof.datasets import make_clustered
 
 
 def _rbf(X, Z, gamma):
@@ -21,19 +22,8 @@ def _rbf(X, Z, gamma):
 
 def make_nonuniform(n=900, seed=0):
     """A dense cluster, a sparse one and a few outliers: d_max >> d_eff."""
-    rng = np.random.RandomState(seed)
-    n_out = n // 30
-    n_sparse = n // 4
-    X = np.vstack(
-        [
-            0.3 * rng.randn(n - n_sparse - n_out, 2),
-            [4.0, 0.0] + 1.5 * rng.randn(n_sparse, 2),
-            rng.uniform(-15, 15, size=(n_out, 2)),
-        ]
-    )
-    f = np.sin(X[:, 0]) + np.cos(X[:, 1])
-    y = f + 0.3 * rng.randn(n)
-    return X, y, f
+    data = make_clustered(n, random_state=seed)
+    return data.X, data.y, data.f
 
 
 def test_randomly_pivoted_cholesky_is_a_nystroem_factor():
