@@ -38,6 +38,7 @@ it, so the package works without Dask installed.
 
 import functools
 import sys
+import warnings
 
 import numpy as np
 from scipy import sparse
@@ -128,6 +129,21 @@ def _tree_sum(terms, split_every=SPLIT_EVERY):
     return terms[0]
 
 
+def _compute(*collections):
+    """``dask.compute``; per-row vectors ride in the graph by design.
+
+    The row arrays of a pass (targets, weights, a Newton step's vectors:
+    ``O(n)`` numbers) are sliced into the chunks' tasks, which makes the
+    graph of a large ``n`` "large" to distributed's taste (its warning names
+    ``X``-sized data, which never travels).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Sending large graph", category=UserWarning
+        )
+        return _dask().compute(*collections)
+
+
 def _client():
     """The default distributed Client, or None (threaded scheduler)."""
     if "distributed" not in sys.modules:
@@ -154,7 +170,11 @@ def persist_budget(working_memory=None):
     client = _client()
     if client is None:
         return local
-    workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    try:
+        info = client.scheduler_info(n_workers=-1)  # all workers, not the first 5
+    except TypeError:  # distributed < 2025.4
+        info = client.scheduler_info()
+    workers = info["workers"].values()
     limits = [w.get("memory_limit") or 0 for w in workers]
     if not limits or min(limits) == 0:  # no limit set: one budget per worker
         return local * max(len(limits), 1)
@@ -552,11 +572,11 @@ class DaskFeatureBlocks(FeatureBlocks):
     def reduce(self, statistic, *row_arrays):
         """``sum_b statistic(Phi_b, ...)``: per chunk on the workers, tree-summed."""
         total = _tree_sum(self._tasks(statistic, row_arrays))
-        return _dask().compute(total)[0]
+        return _compute(total)[0]
 
     def map(self, function, *row_arrays):
         """Row-wise results ``function(Phi_b, ...)``, gathered as numpy."""
-        parts = _dask().compute(*self._tasks(function, row_arrays))
+        parts = _compute(*self._tasks(function, row_arrays))
         if isinstance(parts[0], tuple):
             return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
         return np.concatenate(parts)
