@@ -82,18 +82,31 @@ class FeatureBlocks:
     working_memory : float, default=None
         Budget in MiB of the blocks and of the cache; None reads
         ``sklearn.get_config()["working_memory"]``.
+    cache : bool, default=False
+        Keep the features after the first pass if they fit the budget: for
+        callers that make several passes (Newton steps, cross-validation).
 
     Attributes
     ----------
     slices : list of slice
         The row blocks.
     cached : bool
-        Whether the features are kept (they fit the budget), so that each
-        pass after the first costs no kernel evaluation.
+        Whether the features are kept, so that each pass after the first
+        costs no kernel evaluation.
     """
 
+    # Blocks computed on the fly are temporaries a statistic may overwrite
+    # (see owns_blocks); an executor whose blocks are shared says False.
+    _writable_blocks = True
+
     def __init__(
-        self, X, feature_map, n_components, dtype=np.float64, working_memory=None
+        self,
+        X,
+        feature_map,
+        n_components,
+        dtype=np.float64,
+        working_memory=None,
+        cache=False,
     ):
         self.X = X
         self.feature_map = feature_map
@@ -107,8 +120,13 @@ class FeatureBlocks:
         )
         self.slices = list(gen_batches(self.n_samples, batch_size))
         budget = working_memory * 2**20
-        self.cached = self.n_samples * n_components * itemsize <= budget
+        self.cached = cache and self.n_samples * n_components * itemsize <= budget
         self._cache = None
+
+    @property
+    def owns_blocks(self):
+        """Whether the blocks a statistic receives are its to overwrite."""
+        return self._writable_blocks and not self.cached
 
     @classmethod
     def from_array(cls, Phi, working_memory=None):
@@ -153,17 +171,28 @@ class FeatureBlocks:
         return np.concatenate(parts)
 
     def first_block(self):
-        """Features of the first block (a pilot for shifts and scales)."""
+        """Features of the first block."""
         for _, Phi_b in self._blocks():
             return Phi_b
+
+    def pilot(self, n_rows=1024):
+        """Features of the first ``n_rows`` rows: a pilot for shifts."""
+        if self._cache is not None:
+            return self._cache[0][:n_rows]
+        if self.feature_map is None:
+            return self.first_block()[:n_rows]
+        return self.feature_map(self.X[:n_rows])
 
     def toarray(self):
         """All the features as one (n, p) array."""
         return self.map(lambda Phi_b: Phi_b)
 
 
-def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift):
+def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit):
     """Moments of one block around fixed shifts.
+
+    ``overwrite``: ``Phi_b`` is a temporary that may be shifted in place;
+    ``unit``: every weight is one (no scaling pass).
 
     Shifting by a pilot mean before summing keeps the centred Gram matrix
     accurate: the centring correction ``u u^T / S`` is then of the order of
@@ -175,9 +204,15 @@ def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift):
     # blocks.
     dtype = Phi_b.dtype
     root_w = np.sqrt(sw_b).astype(dtype, copy=False)
-    scaled = np.subtract(Phi_b, phi_shift.astype(dtype, copy=False))
-    scaled *= root_w[:, None]
-    y_scaled = (y_b - y_shift) * root_w[:, None]
+    shift = phi_shift.astype(dtype, copy=False)
+    if overwrite:
+        scaled = np.subtract(Phi_b, shift, out=Phi_b)
+    else:
+        scaled = np.subtract(Phi_b, shift)
+    y_scaled = y_b - y_shift
+    if not unit:
+        scaled *= root_w[:, None]
+        y_scaled = y_scaled * root_w[:, None]
     return (
         (scaled.T @ scaled).astype(np.float64, copy=False),
         (scaled.T @ y_scaled.astype(dtype, copy=False)).astype(np.float64),
@@ -215,17 +250,21 @@ def normal_equations(features, y, sample_weight, fit_intercept):
     """
     p, k = features.n_components, y.shape[1]
     if fit_intercept:
-        first = features.slices[0]
+        # Any shift near the mean keeps the centring accurate: the mean of a
+        # pilot of rows is close enough and costs one small block.
+        pilot = features.pilot().astype(np.float64, copy=False)
+        first = slice(0, pilot.shape[0])
         w = sample_weight[first]
-        pilot = features.first_block().astype(np.float64, copy=False)
         w_sum = w.sum()
         phi_shift = (w @ pilot) / w_sum if w_sum > 0 else pilot.mean(axis=0)
         y_shift = (w @ y[first]) / w_sum if w_sum > 0 else y[first].mean(axis=0)
     else:
         phi_shift, y_shift = np.zeros(p), np.zeros(k)
+    overwrite = features.owns_blocks
+    unit = bool(np.all(sample_weight == 1))
     gram, rhs, u, v, s = features.reduce(
         lambda Phi_b, y_b, sw_b: _weighted_moments(
-            Phi_b, y_b, sw_b, phi_shift, y_shift
+            Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit
         ),
         y,
         sample_weight,

@@ -526,9 +526,20 @@ class DaskFeatureBlocks(FeatureBlocks):
     the statistics never read the blocks they are passed through.
     """
 
+    # Persisted chunks are shared by every pass: never overwritten.
+    _writable_blocks = False
+
     def __init__(
-        self, X, feature_map, n_components, dtype=np.float64, working_memory=None
+        self,
+        X,
+        feature_map,
+        n_components,
+        dtype=np.float64,
+        working_memory=None,
+        cache=False,
     ):
+        # Persisting follows the memory budget whatever ``cache`` says: the
+        # recomputation would ship X again.
         self.X = X
         self.feature_map = feature_map
         self.n_components = n_components
@@ -583,6 +594,9 @@ class DaskFeatureBlocks(FeatureBlocks):
 
     def first_block(self):
         return _dask().compute(self._phi_blocks()[0])[0]
+
+    def pilot(self, n_rows=1024):
+        return self.first_block()[:n_rows]
 
     def toarray(self):
         """The ``n x p`` features as a (lazy) dask array."""

@@ -70,8 +70,9 @@ class DoFKernelLogisticRegression(
         Extra keyword arguments of the kernel.
     n_components : "auto" or int, default="auto"
         Rank of the Nystroem features, see :class:`DoFNystroem`.
-    sampling : {"uniform", "pivoted"}, default="uniform"
-        Landmark selection of :class:`DoFNystroem`.
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
+            or object with a ``select`` method, default="uniform"
+        Landmark selection of :class:`DoFNystroem` (see there).
     fit_intercept : bool, default=True
         Whether to fit unpenalised intercepts.
     tol : float, default=1e-8
@@ -100,6 +101,9 @@ class DoFKernelLogisticRegression(
     coef_ : ndarray of shape (1, n_components_) or (n_classes, n_components_)
         Coefficients of the Nystroem features in the decision function; one
         row, the log-odds of ``classes_[1]``, for a binary problem.
+    dual_coef_ : ndarray of shape (1, n_components_) or (n_classes, n_components_)
+        Weights of the landmarks, ``coef_ @ nystroem_.normalization_``: the
+        decision function is ``K(X, landmarks) @ dual_coef_.T + intercept_``.
     intercept_ : ndarray of shape (1,) or (n_classes,)
         Intercepts, zero without ``fit_intercept``.
     n_iter_ : ndarray of shape (1,)
@@ -253,7 +257,9 @@ class DoFKernelLogisticRegression(
         if not keep.all() and self.kernel != "precomputed" and not given_rows:
             X, y_index, sample_weight = X[keep], y_index[keep], sample_weight[keep]
 
-        features = self._fit_nystroem(X, self.alpha)
+        # Newton makes a few passes per step: keep the features if they fit
+        # the memory budget.
+        features = self._fit_nystroem(X, self.alpha, cache=True)
 
         n_classes = self.classes_.shape[0]
         result = logistic_newton(
@@ -269,6 +275,8 @@ class DoFKernelLogisticRegression(
         )
         # Back from the triangular basis of the blocks to transform's basis.
         self.coef_ = result.coef @ features.rotation
+        # Landmark weights: a decision value costs O(p) per row, not O(p^2).
+        self.dual_coef_ = self.coef_ @ self.nystroem_.normalization_.astype(np.float64)
         self.intercept_ = result.intercept
         self.n_iter_ = np.array([result.n_iter], dtype=np.int32)
         self.solver_ = {"cholesky": "newton-cholesky", "cg": "newton-cg"}[
@@ -297,8 +305,8 @@ class DoFKernelLogisticRegression(
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
-        Phi = self.nystroem_.transform(X).astype(np.float64, copy=False)
-        scores = Phi @ self.coef_.T + self.intercept_
+        K = self.nystroem_._kernel_to_landmarks(X).astype(np.float64, copy=False)
+        scores = K @ self.dual_coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     def predict(self, X):

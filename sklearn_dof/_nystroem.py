@@ -112,8 +112,7 @@ class _TriangularFeatures:
 class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Nystroem feature map with a rank chosen from the degrees of freedom.
 
-    Picks ``p`` landmark points ``I`` (uniformly at random or by greedy
-    pivoted Cholesky) and maps ``x`` to
+    Picks ``p`` landmark points ``I`` (see ``sampling``) and maps ``x`` to
     ``phi(x) = K(x, I) K(I, I)^{+1/2}``, so that on the training set
     ``Phi Phi^T = L = K(:, I) K(I, I)^+ K(I, :)``, the Nystroem approximation
     of the kernel matrix.  A :class:`~sklearn.linear_model.Ridge` with the same
@@ -152,15 +151,33 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         by :func:`auto_rank`; an int larger than ``n_samples`` is clipped
         with a warning.  Pass ``theoretical_rank(...)`` for Bach's worst-case
         rank.
-    sampling : {"uniform", "pivoted"}, default="uniform"
-        ``"uniform"``: landmarks drawn uniformly without replacement;
-        ``"pivoted"``: greedy incomplete Cholesky with column pivoting (each
-        new landmark is the point worst explained by the current ones; only
-        the kernel diagonal and the chosen columns are evaluated).
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
+            or object with a ``select`` method, default="uniform"
+        How the landmarks are chosen; only the kernel diagonal and the
+        chosen columns are evaluated.
+
+        - ``"uniform"``: drawn uniformly without replacement (Bach 2013);
+          ``"auto"`` rank from ``d_max``.
+        - ``"pivoted"``: greedy incomplete Cholesky with column pivoting,
+          each new landmark the point worst explained by the current ones;
+          ``"auto"`` rank from ``d_max``.
+        - ``"leverage"``: drawn in rounds with probabilities proportional to
+          approximate ridge leverage scores from the landmarks so far
+          (multi-level, as recursive RLS and BLESS); ``"auto"`` rank from
+          ``d_eff``.
+        - ``"rpcholesky"``: randomly pivoted (block) Cholesky, pivots drawn
+          with probabilities proportional to the residual diagonal
+          (:func:`randomly_pivoted_cholesky`); ``"auto"`` rank from ``d_eff``.
+        - an array of distinct row indices: these landmarks, in this order
+          (``"auto"`` takes them all; an int takes the first ones).
+        - an object with ``select(X, n_components, random_state)`` returning
+          row indices or points (2-D, e.g. k-means centres; not with a
+          precomputed kernel); with ``"auto"`` the rank comes from the uniform
+          estimate of ``d_max``.
     tol : float, default=0.1
         Relative tolerance of the degrees-of-freedom estimate.
     random_state : int, RandomState instance or None, default=None
-        Seed of the uniform sampling.
+        Seed of the random samplers (and passed to a selector).
     n_jobs : int, default=None
         Number of jobs for the kernel evaluations.
 
@@ -520,9 +537,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         d_max = X.shape[0] * float(lower.max(initial=0.0))
         return d_max, float(scores.sum()), float((shrink**2).sum()), G.shape[1]
 
-    def _training_features(self, X, working_memory=None):
+    def _training_features(self, X, working_memory=None, cache=False):
         """The features of ``X`` as :class:`FeatureBlocks` in the triangular
-        basis of :class:`_TriangularFeatures`, with its rotation ``Q``."""
+        basis of :class:`_TriangularFeatures`, with its rotation ``Q``;
+        ``cache`` for callers that make several passes."""
         T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
         landmarks = self._landmarks()
         feature_map = _TriangularFeatures(
@@ -531,7 +549,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         dtype = X.dtype if X.dtype == np.float32 else np.float64
         dask = _dask.is_dask_array(X)  # the same blocks, one task per row chunk
         blocks = (_dask.DaskFeatureBlocks if dask else FeatureBlocks)(
-            X, feature_map, self.n_components_, dtype, working_memory
+            X, feature_map, self.n_components_, dtype, working_memory, cache
         )
         blocks.rotation = Q
         return blocks
@@ -591,7 +609,7 @@ class _NystroemFeaturesMixin:
     ``sampling``, ``random_state`` and ``n_jobs`` of :class:`DoFNystroem`.
     """
 
-    def _fit_nystroem(self, X, alpha, dof_tol=0.1):
+    def _fit_nystroem(self, X, alpha, dof_tol=0.1, cache=False):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
         Returns a :class:`FeatureBlocks` in the triangular basis; coefficients
@@ -615,4 +633,4 @@ class _NystroemFeaturesMixin:
         self.n_components_ = self.nystroem_.n_components_
         self.dof_ = self.nystroem_.dof_
         self.effective_dof_ = self.nystroem_.effective_dof_
-        return self.nystroem_._training_features(X)
+        return self.nystroem_._training_features(X, cache=cache)

@@ -162,6 +162,17 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
             )
         return X, y, sample_weight
 
+    def _set_coef(self, W, problem, y, features):
+        """``coef_``, ``intercept_`` and ``dual_coef_`` from the solution ``W``
+        in the triangular basis of the feature blocks."""
+        self.coef_, intercept = _shape_coef(
+            W, problem.intercept(W), y.ndim, features.rotation
+        )
+        self.intercept_ = intercept if self.fit_intercept else 0.0
+        # transform(X) @ coef_.T = K(X, I) @ (coef_ @ normalization_).T: the
+        # landmark weights make a prediction cost O(p) per row, not O(p^2).
+        self.dual_coef_ = self.coef_ @ self.nystroem_.normalization_.astype(np.float64)
+
     def predict(self, X):
         """Predict with the fitted low-rank kernel ridge model.
 
@@ -174,7 +185,8 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
         Returns
         -------
         y_pred : ndarray of shape (n_samples,) or (n_samples, n_targets)
-            ``nystroem_.transform(X) @ coef_.T + intercept_``.
+            ``nystroem_.transform(X) @ coef_.T + intercept_``, computed as
+            ``K(X, landmarks) @ dual_coef_.T + intercept_``.
         """
         check_is_fitted(self)
         if _dask.is_dask_array(X):  # this method, chunk by chunk
@@ -182,8 +194,8 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
-        Phi = self.nystroem_.transform(X).astype(np.float64, copy=False)
-        return Phi @ self.coef_.T + self.intercept_
+        K = self.nystroem_._kernel_to_landmarks(X).astype(np.float64, copy=False)
+        return K @ self.dual_coef_.T + self.intercept_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -238,16 +250,16 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Extra keyword arguments of the kernel.
     n_components : "auto" or int, default="auto"
         Number of landmarks ``p``, see :class:`~sklearn_dof.DoFNystroem`.
-    sampling : {"uniform", "pivoted"}, default="uniform"
-        Landmark selection: uniform without replacement, or greedy pivoted
-        Cholesky.
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
+            or object with a ``select`` method, default="uniform"
+        Landmark selection of :class:`DoFNystroem` (see there).
     fit_intercept : bool, default=True
         Fit an unpenalised intercept (features and targets are centred by
         their weighted means, as in :class:`~sklearn.linear_model.Ridge`).
     tol : float, default=0.1
         Relative tolerance of the degrees-of-freedom estimate.
     random_state : int, RandomState instance or None, default=None
-        Seed of the uniform landmark sampling.
+        Seed of the random landmark samplers.
     n_jobs : int, default=None
         Number of jobs for the kernel evaluations.
 
@@ -257,6 +269,10 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         The fitted feature map.
     coef_ : ndarray of shape (n_components_,) or (n_targets, n_components_)
         Weights of the features.
+    dual_coef_ : ndarray of shape (n_components_,) or \
+            (n_targets, n_components_)
+        Weights of the landmarks, ``coef_ @ nystroem_.normalization_``:
+        ``predict(X) = K(X, landmarks) @ dual_coef_.T + intercept_``.
     intercept_ : float or ndarray of shape (n_targets,)
         Independent term; 0.0 when ``fit_intercept=False``.
     n_components_ : int
@@ -288,6 +304,14 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     in the degrees of freedom.  Hence fitting with integer weights is not
     the same as fitting on repeated rows, nor a zero weight the same as
     removing the row.
+
+    Memory: the fit never holds the ``n x p`` feature matrix.  The Gram
+    matrix ``Phi^T S Phi`` is accumulated over blocks of rows (kernel block,
+    triangular feature map, symmetric rank-k update), whose size follows
+    scikit-learn's ``working_memory`` (:func:`sklearn.config_context`); the
+    fit holds ``O(p^2 + b p)`` floats for blocks of ``b`` rows, plus the
+    ``n x p`` factor of the d.o.f. estimate with ``n_components="auto"`` or
+    a non-uniform sampler.
 
     References
     ----------
@@ -365,11 +389,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
         features = self._fit_nystroem(X, self.alpha, self.tol)
         problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
-        W = problem.solve(self.alpha)
-        self.coef_, intercept = _shape_coef(
-            W, problem.intercept(W), y.ndim, features.rotation
-        )
-        self.intercept_ = intercept if self.fit_intercept else 0.0
+        self._set_coef(problem.solve(self.alpha), problem, y, features)
         return self
 
 
@@ -423,9 +443,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     n_components : "auto" or int, default="auto"
         Number of landmarks ``p``; ``"auto"`` uses the degrees of freedom at
         ``min(alphas)``.
-    sampling : {"uniform", "pivoted"}, default="uniform"
-        Landmark selection: uniform without replacement, or greedy pivoted
-        Cholesky.
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
+            or object with a ``select`` method, default="uniform"
+        Landmark selection of :class:`DoFNystroem` (see there).
     fit_intercept : bool, default=True
         Fit an unpenalised intercept.  Leave-one-out refits it without the
         left-out point, exactly.
@@ -452,7 +472,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     tol : float, default=0.1
         Relative tolerance of the degrees-of-freedom estimate.
     random_state : int, RandomState instance or None, default=None
-        Seed of the uniform landmark sampling.
+        Seed of the random landmark samplers.
     n_jobs : int, default=None
         Number of jobs for the kernel evaluations.
 
@@ -472,6 +492,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         The feature map, fitted at ``min(alphas)``.
     coef_ : ndarray of shape (n_components_,) or (n_targets, n_components_)
         Weights of the features at ``alpha_``.
+    dual_coef_ : ndarray of shape (n_components_,) or \
+            (n_targets, n_components_)
+        Weights of the landmarks (see :class:`DoFKernelRidge`).
     intercept_ : float or ndarray of shape (n_targets,)
         Independent term; 0.0 when ``fit_intercept=False``.
     n_components_ : int
@@ -626,7 +649,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."
             )
-        features = self._fit_nystroem(X, float(alphas.min()), self.tol)
+        # Two passes (Gram matrix, then leave-one-out errors): keep the
+        # features if they fit the memory budget.
+        features = self._fit_nystroem(X, float(alphas.min()), self.tol, cache=True)
         problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
 
         if self.cv is None:
@@ -656,11 +681,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             self.alpha_ = float(search.best_params_["alpha"])
             self.best_score_ = float(search.best_score_)
 
-        W = problem.solve(self.alpha_)
-        self.coef_, intercept = _shape_coef(
-            W, problem.intercept(W), y.ndim, features.rotation
-        )
-        self.intercept_ = intercept if self.fit_intercept else 0.0
+        self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
 
     def _efficient_cv(self, problem, alphas, y):

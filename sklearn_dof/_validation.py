@@ -137,7 +137,11 @@ def checked_kernel(kernel):
 def check_kernel_values(block, kernel):
     """Raise if kernel values computed from finite data are not finite."""
     block = np.asarray(block)
-    if not np.isfinite(block).all():
+    # A sum is finite only if every term is (or it overflowed, which the
+    # elementwise check then sorts out): one reduction, no boolean block.
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = block.sum(dtype=np.float64)
+    if not np.isfinite(total) and not np.isfinite(block).all():
         kernel = getattr(kernel, "kernel", kernel)  # unwrap _CheckedCallableKernel
         raise ValueError(
             f"The kernel {_kernel_name(kernel)} returned non-finite values (NaN "
