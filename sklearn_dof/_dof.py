@@ -162,6 +162,21 @@ def _quadratic_forms(G, A):
     return (Z * Z).sum(axis=0)
 
 
+def _averaged_dof(chol, alpha, n, uniform):
+    """Estimated ``d_ave`` from the spectrum of the factor."""
+    if chol.rank == 0:
+        spectrum = np.zeros(0)
+    elif uniform:
+        # Uniform columns: (n / p) eig K(I, I) estimates the top of eig K.
+        G_I = chol.factor[np.asarray(chol.pivots, dtype=np.intp)].astype(np.float64)
+        spectrum = (n / len(chol.pivots)) * linalg.eigvalsh(G_I.T @ G_I)
+    else:
+        # Chosen columns: eig L <= eig K, a lower bound on d_ave.
+        G = chol.factor.astype(np.float64)
+        spectrum = linalg.eigvalsh(G.T @ G)
+    return float((_shrinkage(spectrum, alpha) ** 2).sum())
+
+
 def _lower_bounds(chol, alpha):
     """``diag L (L + alpha I)^-1`` alone, the lower bounds of the scores."""
     G = chol.factor.astype(np.float64, copy=False)
@@ -408,7 +423,11 @@ def _estimate_from_access(
     uniform = isinstance(sampling, str) and sampling == "uniform"
     for p in schedule:
         grow(p)
-        dof = _dof_from_factor(chol, alpha, n, uniform=uniform, bounds=False)
+        # d_ave (an eigendecomposition of the factor's Gram matrix) is not
+        # read by the stopping rule: it is computed once, at the end.
+        dof = _dof_from_factor(
+            chol, alpha, n, uniform=uniform, bounds=False, spectrum=False
+        )
         if n_columns is not None or _converged(
             dof, previous, chol, alpha, tol, certify_d_eff, rule
         ):
@@ -416,6 +435,8 @@ def _estimate_from_access(
         previous = dof
     if bounds:
         dof = _dof_from_factor(chol, alpha, n, uniform=uniform)
+    else:
+        dof.d_ave = _averaged_dof(chol, alpha, n, uniform)
     return dof, chol, grow
 
 
@@ -536,7 +557,7 @@ def _converged(dof, previous, chol, alpha, tol, certify_d_eff, rule="d_max"):
     return moved <= tol and (certified or not certify_d_eff)
 
 
-def _dof_from_factor(chol, alpha, n, uniform=True, bounds=True):
+def _dof_from_factor(chol, alpha, n, uniform=True, bounds=True, spectrum=True):
     if bounds:
         lower, estimate, upper = leverage_score_bounds(
             chol.factor, chol.pivots, chol.residual, alpha
@@ -544,17 +565,7 @@ def _dof_from_factor(chol, alpha, n, uniform=True, bounds=True):
     else:
         lower, estimate, upper = _lower_bounds(chol, alpha), None, None
         estimate = np.clip(lower + 0.5 * chol.residual / alpha, lower, 1.0)
-    if chol.rank == 0:
-        spectrum = np.zeros(0)
-    elif uniform:
-        # Uniform columns: (n / p) eig K(I, I) estimates the top of eig K.
-        G_I = chol.factor[np.asarray(chol.pivots, dtype=np.intp)].astype(np.float64)
-        spectrum = (n / len(chol.pivots)) * linalg.eigvalsh(G_I.T @ G_I)
-    else:
-        # Chosen columns: eig L <= eig K, a lower bound on d_ave.
-        G = chol.factor.astype(np.float64)
-        spectrum = linalg.eigvalsh(G.T @ G)
-    d_ave = (_shrinkage(spectrum, alpha) ** 2).sum()
+    d_ave = _averaged_dof(chol, alpha, n, uniform) if spectrum else np.nan
     return DegreesOfFreedom(
         estimate, d_ave, alpha, lower=lower, upper=upper, n_columns=len(chol.pivots)
     )

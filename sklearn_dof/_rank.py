@@ -27,13 +27,15 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 # exact kernel ridge, plus a margin (benchmarks/calibrate_auto_rank.py).
 # Greedy pivots need fewer columns than uniform ones: they never pick a
 # landmark that the others already explain.
-AUTO_RANK_FACTOR = {"uniform": 2.75, "pivoted": 1.5, "leverage": 4.0, "rpcholesky": 3.0}
+AUTO_RANK_FACTOR = {"uniform": 2.75, "pivoted": 1.5, "leverage": 5.0, "rpcholesky": 3.0}
 
 # The d_eff factors: benchmarks/bench_samplers.py (the six periodic spline
 # problems, n = 1000, 4 seeds; clustered data; abalone, pumadyn), where the
 # rank needed for 1% of exact is at most 3.05 d_eff (leverage) and 2.74 d_eff
-# (rpcholesky), and the automatic ranks stay within 1.1% (leverage) and 0.4%
-# (rpcholesky) of exact on seed average.
+# (rpcholesky), and the automatic ranks stay within 1.1% (leverage, at c = 4)
+# and 0.4% (rpcholesky) of exact on seed average; on make_clustered, 1 seed in
+# 8 of leverage sampling at c = 4 missed an outlier (error ratio 1.19), hence
+# c = 5 for it.
 # Uniform and greedy columns need a rank of the order of d_max (Bach 2013);
 # leverage-score sampling and randomly pivoted Cholesky adapt to where the
 # leverage is and need the order of d_eff (Alaoui & Mahoney 2015, Musco &
@@ -63,7 +65,9 @@ def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
 
     * uniform columns: ``d = d_max``, ``c = 2.75``;
     * greedy pivoted columns: ``d = d_max``, ``c = 1.5``;
-    * ridge-leverage sampling: ``d = d_eff``, ``c = 4``;
+    * ridge-leverage sampling: ``d = d_eff``, ``c = 5`` (independent draws
+      miss an isolated point now and then, which costs its whole share of
+      the error: the rule needs more margin than rpcholesky's);
     * randomly pivoted Cholesky: ``d = d_eff``, ``c = 3``.
 
     On the paper's periodic-spline problems this keeps the in-sample error

@@ -94,7 +94,11 @@ class PartialCholesky:
         The residual block ``S = K(:, B) - G G_B^T`` is the Schur complement
         of the current landmarks; its ``B x B`` part is factored by an
         eigendecomposition so that duplicated or numerically dependent
-        points add no spurious rank.
+        points add no spurious rank.  (Cholesky with diagonal pivoting,
+        LAPACK ``pstrf``, would be cheaper, but it stops at the first
+        non-positive pivot: on a kernel that is not positive semi-definite
+        it keeps nothing where the eigendecomposition keeps the positive
+        part.)
         """
         indices = np.asarray(indices, dtype=np.intp)
         if indices.size == 0:

@@ -74,7 +74,7 @@ def test_column_weights_do_not_change_the_nystroem_approximation():
 
 
 def test_auto_rank_of_d_eff_samplers():
-    assert auto_rank(100.0, "leverage", d_eff=10.0) == 40
+    assert auto_rank(100.0, "leverage", d_eff=10.0) == 50
     assert auto_rank(100.0, "rpcholesky", d_eff=10.0, n_samples=20) == 20
     with pytest.raises(ValueError, match="d_eff"):
         auto_rank(100.0, "leverage")
