@@ -193,13 +193,17 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     normalization_ : ndarray of shape (n_components_, n_components_)
         ``K(I, I)^{+1/2}``; ``transform(X) = K(X, I) @ normalization_.T``.
     dof_ : float
-        Estimated maximal marginal degrees of freedom ``d_max``.
+        Estimated maximal marginal degrees of freedom ``d_max``.  With
+        ``"auto"``, from the doubling estimate over all rows; with an int
+        ``n_components``, from the landmark rows alone (``O(p^3)``, no pass
+        over the data, hence rougher).
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^{-1}``.
     averaged_dof_ : float
         Estimated ``d_ave = tr K^2 (K + alpha I)^{-2}``.
     dof_columns_ : int
-        Number of kernel columns the estimate used.
+        Number of kernel columns the estimate used (``n_components_`` for an
+        int rank).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
