@@ -7,8 +7,9 @@ the training rows of something computed from one row's features,
 step, the per-point leverage scores.  :class:`FeatureBlocks` evaluates the
 features block of rows by block of rows and reduces each block at once, so
 a fit holds ``O(p^2 + b p)`` memory for blocks of ``b`` rows, never the
-``n x p`` feature matrix, unless that matrix fits the memory budget, in which
-case it is kept (an iterative solver then does not recompute the kernel).
+``n x p`` feature matrix; a caller that makes several passes (Newton steps,
+leave-one-out) may ask to keep it when it fits the memory budget, so that
+later passes evaluate no kernel.
 
 The block size follows scikit-learn's ``working_memory`` setting
 (:func:`sklearn.set_config`, :func:`sklearn.config_context`), the budget of
