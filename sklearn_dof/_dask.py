@@ -292,6 +292,22 @@ def _call_method(X_block, box):
     return getattr(estimator, method)(X_block)
 
 
+def chunkwise(method):
+    """Decorator of a row-wise method: on a dask array, run it per row chunk.
+
+    ``X`` of any other type goes to the method itself; a dask array goes
+    through :func:`map_rows`, which calls the same method on each chunk.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, X, *args, **kwargs):
+        if is_dask_array(X):
+            return map_rows(self, method.__name__, X)
+        return method(self, X, *args, **kwargs)
+
+    return wrapper
+
+
 def map_rows(estimator, method, X):
     """``getattr(estimator, method)`` applied to each row chunk of ``X``.
 

@@ -409,16 +409,7 @@ def _estimate_from_access(
     grow = _column_rule(chol, sampling, n, random_state, alpha)
     if not isinstance(sampling, str):  # given landmarks: all of them, once
         n_columns = len(sampling)
-    if n_columns is not None:
-        schedule = [min(n_columns, n)]
-    else:
-        schedule = []
-        p = min(32, n)
-        while True:
-            schedule.append(p)
-            if p >= n:
-                break
-            p = min(2 * p, n)
+    schedule = [min(n_columns, n)] if n_columns is not None else doubling_schedule(n)
     previous = None
     uniform = isinstance(sampling, str) and sampling == "uniform"
     for p in schedule:
@@ -438,6 +429,14 @@ def _estimate_from_access(
     else:
         dof.d_ave = _averaged_dof(chol, alpha, n, uniform)
     return dof, chol, grow
+
+
+def doubling_schedule(n, start=32):
+    """Numbers of columns of the doubling rounds: 32, 64, ... up to ``n``."""
+    schedule = [min(start, n)]
+    while schedule[-1] < n:
+        schedule.append(min(2 * schedule[-1], n))
+    return schedule
 
 
 def _column_rule(chol, sampling, n, random_state, alpha=None):

@@ -284,6 +284,7 @@ class DoFKernelLogisticRegression(
         ]
         return self
 
+    @_dask.chunkwise
     def decision_function(self, X):
         """Decision values ``phi(X) coef_^T + intercept_``.
 
@@ -300,8 +301,6 @@ class DoFKernelLogisticRegression(
             multinomial logits, one column per class.
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # this method, chunk by chunk
-            return _dask.map_rows(self, "decision_function", X)
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
@@ -309,6 +308,7 @@ class DoFKernelLogisticRegression(
         scores = K @ self.dual_coef_.T + self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
+    @_dask.chunkwise
     def predict(self, X):
         """Predict class labels.
 
@@ -322,8 +322,6 @@ class DoFKernelLogisticRegression(
         y_pred : ndarray of shape (n_samples,)
             The most probable class of each sample.
         """
-        if _dask.is_dask_array(X):  # this method, chunk by chunk
-            return _dask.map_rows(self, "predict", X)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             index = (scores > 0).astype(np.intp)
@@ -331,6 +329,7 @@ class DoFKernelLogisticRegression(
             index = scores.argmax(axis=1)
         return self.classes_[index]
 
+    @_dask.chunkwise
     def predict_proba(self, X):
         """Class probabilities (sigmoid or softmax of the decision values).
 
@@ -344,14 +343,13 @@ class DoFKernelLogisticRegression(
         proba : ndarray of shape (n_samples, n_classes)
             Probabilities, columns in the order of ``classes_``.
         """
-        if _dask.is_dask_array(X):  # this method, chunk by chunk
-            return _dask.map_rows(self, "predict_proba", X)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             positive = expit(scores)
             return np.column_stack([1.0 - positive, positive])
         return softmax(scores, axis=1)
 
+    @_dask.chunkwise
     def predict_log_proba(self, X):
         """Logarithm of the class probabilities, computed stably.
 
@@ -365,8 +363,6 @@ class DoFKernelLogisticRegression(
         log_proba : ndarray of shape (n_samples, n_classes)
             Log-probabilities, columns in the order of ``classes_``.
         """
-        if _dask.is_dask_array(X):  # this method, chunk by chunk
-            return _dask.map_rows(self, "predict_log_proba", X)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return np.column_stack([log_expit(-scores), log_expit(scores)])

@@ -24,6 +24,7 @@ from ._dof import (
     _landmark_dof,
     _quadratic_forms,
     _shrinkage,
+    doubling_schedule,
 )
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._rank import AUTO_RANK_BASIS, auto_rank
@@ -486,10 +487,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         if isinstance(sampling, str) and sampling == "leverage":
             # The same doubling schedule as "auto", so that fixed ranks are
             # prefixes of the sequence the automatic rank draws.
-            p = 32
-            while p < n_components:
+            for p in doubling_schedule(n_samples):
+                if p >= n_components:
+                    break
                 grow(p)
-                p *= 2
         grow(n_components)
         pivots = np.asarray(chol.pivots[:n_components], dtype=np.intp)
         return pivots, chol.factor
@@ -558,6 +559,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         blocks.rotation = Q
         return blocks
 
+    @_dask.chunkwise
     def transform(self, X):
         """Map X to the Nystroem features ``K(X, I) K(I, I)^{+1/2}``.
 
@@ -573,8 +575,6 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             Features, float32 for float32 input.
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # this method, chunk by chunk
-            return _dask.map_rows(self, "transform", X)
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )

@@ -173,6 +173,7 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
         # landmark weights make a prediction cost O(p) per row, not O(p^2).
         self.dual_coef_ = self.coef_ @ self.nystroem_.normalization_.astype(np.float64)
 
+    @_dask.chunkwise
     def predict(self, X):
         """Predict with the fitted low-rank kernel ridge model.
 
@@ -189,8 +190,6 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
             ``K(X, landmarks) @ dual_coef_.T + intercept_``.
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # this method, chunk by chunk
-            return _dask.map_rows(self, "predict", X)
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
