@@ -30,10 +30,19 @@ from sklearn.utils import gen_batches
 # A block of rows holds the kernel block, its features and one temporary of
 # the same size (the squared distances of the RBF kernel, say).
 _BUFFERS_PER_ROW = 3
+# Blocks past about a thousand rows gain nothing more from the BLAS (the
+# p x p sums are amortised), while every fresh block costs pages the
+# operating system must zero, as much memory traffic as writing the block:
+# blocks take at most this much of a larger budget, or a thousand rows.
+_BLOCK_CAP_MIB = 128
+_BLOCK_ROWS = 1024
 
 
 def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
     """Rows per block so that a block's buffers fit ``working_memory`` MiB.
+
+    A large budget is not filled: blocks stop at 128 MiB or 1024 rows,
+    whichever is more rows.
 
     Parameters
     ----------
@@ -54,16 +63,30 @@ def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
     if working_memory is None:
         working_memory = get_config()["working_memory"]
     row_bytes = _BUFFERS_PER_ROW * max(n_columns, 1) * itemsize
-    rows = int(working_memory * 2**20 // row_bytes)
+    budget_rows = int(working_memory * 2**20 // row_bytes)
+    capped_rows = int(_BLOCK_CAP_MIB * 2**20 // row_bytes)
+    rows = min(budget_rows, max(capped_rows, _BLOCK_ROWS))
     return max(1, min(rows, n_samples))
 
 
 def _add(total, term):
-    """``total + term`` for arrays, numbers, or tuples of them."""
-    if total is None:
-        return term
-    if isinstance(total, tuple):
+    """``total + term`` for arrays, numbers, or tuples of them.
+
+    Arrays are added in place after a first copy (a statistic may return a
+    view of its block): a ``p x p`` temporary per block would cost as much
+    memory traffic as a tenth of the block's own product.
+    """
+    if isinstance(term, tuple):
+        if total is None:
+            total = (None,) * len(term)
         return tuple(_add(a, b) for a, b in zip(total, term, strict=True))
+    if total is None:
+        return term.copy() if isinstance(term, np.ndarray) else term
+    if isinstance(total, np.ndarray) and np.can_cast(
+        np.result_type(total, term), total.dtype
+    ):
+        total += term
+        return total
     return total + term
 
 
@@ -99,6 +122,11 @@ class FeatureBlocks:
     # Blocks computed on the fly are temporaries a statistic may overwrite
     # (see owns_blocks); an executor whose blocks are shared says False.
     _writable_blocks = True
+    # Set by the estimator that builds the blocks: ``basis`` is None for
+    # features proper, or ``T`` for kernel blocks whose features are
+    # ``K(x, I) T``; ``rotation`` maps coefficients to the transform's basis.
+    basis = None
+    rotation = None
 
     def __init__(
         self,

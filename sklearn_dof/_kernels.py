@@ -6,9 +6,11 @@ the data and the kernel specification and serves exactly those two things,
 so that no caller can accidentally form the full matrix.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
+from joblib import effective_n_jobs
 from scipy import sparse
 from sklearn.metrics.pairwise import (
     KERNEL_PARAMS,
@@ -16,6 +18,7 @@ from sklearn.metrics.pairwise import (
     pairwise_kernels,
 )
 from sklearn.preprocessing import normalize
+from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._validation import check_kernel_params, check_kernel_values, checked_kernel
@@ -59,6 +62,88 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
         if named.get(name) is not None:
             params[name] = named[name]
     return params
+
+
+# Entries per chunk of the elementwise part of the RBF kernel: a chunk stays
+# in a core's L2 cache through the clip and the exponential.
+_RBF_CHUNK = 2**16
+
+
+def _rbf_block(X, Y, gamma, n_threads):
+    """``exp(-gamma ||x - y||^2)`` for dense float64 ``X`` and ``Y``.
+
+    The exponent comes out of one GEMM on augmented rows,
+    ``[x, 1, |x|^2] . [2 gamma y, -gamma |y|^2, -gamma]``, the expansion
+    scikit-learn's ``euclidean_distances`` uses (same rounding level), without its
+    separate passes over the block; the clip and the exponential then run on
+    cache-sized chunks, split between ``n_threads`` threads (numpy releases
+    the GIL there, and the BLAS is idle).
+    """
+    x_sq = np.einsum("ij,ij->i", X, X)
+    y_sq = np.einsum("ij,ij->i", Y, Y)
+    if not (np.isfinite(x_sq).all() and np.isfinite(y_sq).all()):
+        return None  # squared norms overflow: leave it to scikit-learn
+    ones_x, ones_y = np.ones((X.shape[0], 1)), np.ones((Y.shape[0], 1))
+    X_aug = np.hstack([X, ones_x, x_sq[:, None]])
+    Y_aug = np.hstack([2.0 * gamma * Y, -gamma * y_sq[:, None], -gamma * ones_y])
+    block = X_aug @ Y_aug.T
+    rows = max(1, _RBF_CHUNK // max(Y.shape[0], 1))
+
+    def finish(start, stop):
+        for lo in range(start, stop, rows):
+            chunk = block[lo : min(lo + rows, stop)]
+            # Rounding can leave a tiny positive exponent for nearby points.
+            np.minimum(chunk, 0.0, out=chunk)
+            np.exp(chunk, out=chunk)
+
+    n = block.shape[0]
+    n_threads = max(1, min(n_threads, n // rows))
+    if n_threads == 1:
+        finish(0, n)
+    else:
+        bounds = np.linspace(0, n, n_threads + 1).astype(int)
+        with ThreadPoolExecutor(n_threads) as executor:
+            list(executor.map(finish, bounds[:-1], bounds[1:]))
+    return block
+
+
+def kernel_block(X, Y, kernel, params, n_jobs=None):
+    """``K(X, Y)`` as a dense array: float32 for float32 ``X``, else float64.
+
+    The RBF kernel on dense float64 rows takes a fused path
+    (:func:`_rbf_block`), every other kernel
+    :func:`sklearn.metrics.pairwise_kernels`.  ``n_jobs`` is passed to the
+    latter; the fused path uses ``n_jobs`` threads, or by default as many as
+    scikit-learn's own parallel pairwise reductions (the OpenMP setting).
+    """
+    dtype = X.dtype if X.dtype == np.float32 else np.float64
+    if (
+        kernel == "rbf"
+        and not sparse.issparse(X)
+        and not sparse.issparse(Y)
+        and X.dtype == np.float64
+        and Y.dtype == np.float64
+    ):
+        gamma = params.get("gamma")
+        gamma = 1.0 / X.shape[1] if gamma is None else float(gamma)
+        if n_jobs is None:
+            n_threads = _openmp_effective_n_threads()
+        else:
+            n_threads = effective_n_jobs(n_jobs)
+        with np.errstate(over="ignore", invalid="ignore"):
+            block = _rbf_block(X, Y, gamma, n_threads)
+    else:
+        block = None
+    if block is None:
+        block = pairwise_kernels(
+            X,
+            Y,
+            metric=checked_kernel(kernel),
+            filter_params=True,
+            n_jobs=n_jobs,
+            **params,
+        )
+    return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
 
 
 class KernelColumns:
@@ -143,16 +228,10 @@ class KernelColumns:
         if self.kernel == "precomputed":
             block = self.X[:, indices]
             block = block.toarray() if sparse.issparse(block) else block
-        else:
-            block = pairwise_kernels(
-                self.X,
-                self.X[indices],
-                metric=self.kernel,
-                filter_params=True,
-                n_jobs=self.n_jobs,
-                **self.params,
-            )
-        return check_kernel_values(np.asarray(block, dtype=self.dtype), self.kernel)
+            return check_kernel_values(np.asarray(block, dtype=self.dtype), self.kernel)
+        return kernel_block(
+            self.X, self.X[indices], self.kernel, self.params, self.n_jobs
+        )
 
     def rows(self, indices):
         """The training rows ``X[indices]`` (landmark points)."""

@@ -26,14 +26,18 @@ from ._dof import (
     _shrinkage,
     doubling_schedule,
 )
-from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
+from ._kernels import (
+    KERNEL_CONSTRAINTS,
+    KernelColumns,
+    get_kernel_params,
+    kernel_block,
+)
 from ._rank import AUTO_RANK_BASIS, auto_rank
 from ._sampling import uniform_columns
 from ._validation import (
     check_kernel_values,
     check_landmark_gram,
     check_penalty_resolution,
-    checked_kernel,
 )
 
 # Eigenvalues of K(I, I) below this fraction of the largest are treated as
@@ -47,17 +51,19 @@ def _landmark_eigh(W, rtol=PINV_RTOL):
 
     A float32 block carries only about 1e-7 relative precision: eigenvalues
     below that are noise and the threshold follows the block's dtype.
+    Returns the kept eigenvalues, the eigenvectors, and the eigenvalues as
+    computed (for :func:`check_landmark_gram`).
     """
     rtol = max(rtol, 10 * np.finfo(W.dtype).eps)
     W = 0.5 * (W + W.T)
     eigvals, eigvecs = linalg.eigh(W.astype(np.float64))
     keep = eigvals > rtol * max(eigvals.max(initial=0.0), np.finfo(float).tiny)
-    return np.where(keep, eigvals, 0.0), eigvecs
+    return np.where(keep, eigvals, 0.0), eigvecs, eigvals
 
 
 def _inverse_sqrt(W, rtol=PINV_RTOL):
     """Symmetric pseudo-inverse square root ``W^{+1/2}`` of a PSD matrix."""
-    return _inverse_sqrt_from_eigh(*_landmark_eigh(W, rtol))
+    return _inverse_sqrt_from_eigh(*_landmark_eigh(W, rtol)[:2])
 
 
 def _inverse_sqrt_from_eigh(eigvals, eigvecs):
@@ -68,18 +74,10 @@ def _inverse_sqrt_from_eigh(eigvals, eigvecs):
 
 def _kernel_block(X, landmarks, kernel, params, n_jobs=None):
     """``K(X, I)``; with a precomputed kernel ``landmarks`` are column indices."""
-    if kernel == "precomputed":
-        block = X[:, landmarks]
-        block = block.toarray() if sparse.issparse(block) else np.asarray(block)
-    else:
-        block = pairwise_kernels(
-            X,
-            landmarks,
-            metric=checked_kernel(kernel),
-            filter_params=True,
-            n_jobs=n_jobs,
-            **params,
-        )
+    if kernel != "precomputed":
+        return kernel_block(X, landmarks, kernel, params, n_jobs)
+    block = X[:, landmarks]
+    block = block.toarray() if sparse.issparse(block) else np.asarray(block)
     dtype = X.dtype if X.dtype == np.float32 else np.float64
     return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
 
@@ -104,6 +102,8 @@ class _TriangularFeatures:
 
     def __call__(self, X):
         K = _kernel_block(X, self.landmarks, self.kernel, self.params, self.n_jobs)
+        if self.factor is None:  # the kernel basis: K(x, I) itself
+            return K
         T = self.factor.astype(K.dtype, copy=False)
         trmm = linalg.get_blas_funcs("trmm", (T, K))
         # (K T)^T = T^T K^T, computed in place in K's Fortran-ordered transpose.
@@ -385,9 +385,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         else:
             gram = access.landmark_gram(landmarks)
         n_components = landmarks.shape[0]  # a rule may exhaust the rank
-        check_landmark_gram(gram, self.kernel)
+        eigvals, eigvecs, raw_eigvals = _landmark_eigh(gram)
+        check_landmark_gram(gram, self.kernel, raw_eigvals)
         check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
-        eigvals, eigvecs = _landmark_eigh(gram)
         # With a precomputed kernel a landmark is only its index: storing its
         # row of the Gram matrix would make the fitted model grow with n.
         if points:
@@ -542,12 +542,25 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         d_max = X.shape[0] * float(lower.max(initial=0.0))
         return d_max, float(scores.sum()), float((shrink**2).sum()), G.shape[1]
 
-    def _training_features(self, X, working_memory=None, cache=False):
-        """The features of ``X`` as :class:`FeatureBlocks` in the triangular
-        basis of :class:`_TriangularFeatures`, with its rotation ``Q``;
-        ``cache`` for callers that make several passes."""
-        T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
+    def _training_features(
+        self, X, working_memory=None, cache=False, basis="triangular"
+    ):
+        """The features of ``X`` as :class:`FeatureBlocks`.
+
+        ``basis="triangular"``: the blocks are ``K(x, I) T`` of
+        :class:`_TriangularFeatures`, and ``blocks.rotation`` is ``Q``.
+        ``basis="kernel"``: the blocks are the kernel blocks ``K(x, I)``
+        themselves and ``blocks.basis`` is ``normalization_.T``, for callers
+        that apply it to ``p x p`` sums instead of to every row (see
+        ``_ridge._LinearProblem``); ``blocks.rotation`` is the identity.
+        ``cache`` for callers that make several passes.
+        """
         landmarks = self._landmarks()
+        normalization = self.normalization_.T.astype(np.float64)
+        if basis == "triangular":
+            T, Q = linalg.rq(normalization)
+        else:
+            T, Q = None, np.eye(self.n_components_)
         feature_map = _TriangularFeatures(
             landmarks, self.kernel, self._kernel_params(), T, self.n_jobs
         )
@@ -557,6 +570,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             X, feature_map, self.n_components_, dtype, working_memory, cache
         )
         blocks.rotation = Q
+        blocks.basis = None if basis == "triangular" else normalization
         return blocks
 
     @_dask.chunkwise
@@ -613,10 +627,11 @@ class _NystroemFeaturesMixin:
     ``sampling``, ``random_state`` and ``n_jobs`` of :class:`DoFNystroem`.
     """
 
-    def _fit_nystroem(self, X, alpha, dof_tol=0.1, cache=False):
+    def _fit_nystroem(self, X, alpha, dof_tol=0.1, cache=False, basis="triangular"):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
-        Returns a :class:`FeatureBlocks` in the triangular basis; coefficients
+        Returns a :class:`FeatureBlocks` in the triangular basis (or the
+        kernel basis, see ``DoFNystroem._training_features``); coefficients
         found on it are mapped to ``nystroem_.transform``'s basis by
         ``blocks.rotation.T``.
         """
@@ -637,4 +652,4 @@ class _NystroemFeaturesMixin:
         self.n_components_ = self.nystroem_.n_components_
         self.dof_ = self.nystroem_.dof_
         self.effective_dof_ = self.nystroem_.effective_dof_
-        return self.nystroem_._training_features(X, cache=cache)
+        return self.nystroem_._training_features(X, cache=cache, basis=basis)

@@ -51,6 +51,21 @@ _NYSTROEM_CONSTRAINTS = {
 }
 
 
+# Refinement of a solve in the kernel basis (see _LinearProblem): stop when
+# the preconditioned residual is this small relative to the right-hand
+# side, so that the coefficients agree with a ridge solve on the formed
+# features to about 1e-8 (scikit-learn's iterative ridge solvers stop at
+# 1e-4).  Where rounding floors the true residual above this, the recursive
+# residual still falls below it, one pass later.
+REFINE_RTOL = 1e-10
+# Each refinement step is one pass over the kernel blocks.  The Cholesky
+# factor of the kernel-basis Gram matrix usually cuts the residual thirty-
+# fold or more per pass; when the rate observed so far would need more
+# passes than this, rounding swamps the penalty and the caller falls back
+# to forming the features (two passes' worth of BLAS-3 work).
+REFINE_MAX_PASSES = 6
+
+
 class _LinearProblem:
     """Weighted, centred least-squares data on fixed features.
 
@@ -59,6 +74,18 @@ class _LinearProblem:
     ``sample_weight``-weighted means (the intercept is not penalised), and
     the loss is ``sum_i s_i (y_i - f(x_i))^2``.  The features are
     :class:`FeatureBlocks`, reduced block by block (:func:`normal_equations`).
+
+    When the blocks are the kernel blocks ``K(x, I)`` and ``features.basis``
+    is ``N = K(I, I)^{+1/2}`` with ``Phi = K N``, the Gram matrix is
+    accumulated in the kernel basis, ``G = K_c^T S K_c``, one symmetric
+    rank-``n`` update (``n p^2`` flops), and mapped once,
+    ``Phi_c^T S Phi_c = N^T G N`` (``O(p^3)``): the ``n p^2`` flops of
+    forming ``K N`` row by row are saved.  That map is exact up to rounding,
+    but the rounding of ``G`` is amplified by ``||N||^2 =
+    1 / lambda_min(K(I, I))``, which can exceed a small penalty; so
+    :meth:`solve` refines the Cholesky solution by preconditioned conjugate
+    gradients on the exact operator ``w -> N^T K_c^T S K_c N w + alpha w``,
+    one pass over the kernel blocks (``O(n p)`` beyond the kernel) per step.
 
     Attributes
     ----------
@@ -72,6 +99,8 @@ class _LinearProblem:
         ``Phi_c^T S y_c``.
     Phi_offset, y_offset : ndarrays of shape (p,) and (k,)
         The weighted means (zeros without intercept).
+    refine_passes : int
+        Passes over the data the last :meth:`solve` spent refining.
     """
 
     def __init__(self, features, y, sample_weight, fit_intercept):
@@ -83,35 +112,141 @@ class _LinearProblem:
             sw = np.asarray(sample_weight, dtype=np.float64)
         self.features, self.y, self.sw = features, y, sw
         self.fit_intercept = fit_intercept
-        self.gram, self.rhs, self.Phi_offset, self.y_offset = normal_equations(
-            features, y, sw, fit_intercept
-        )
+        self.basis = getattr(features, "basis", None)
+        if self.basis is None:
+            gram, rhs, offset, self.y_offset = normal_equations(
+                features, y, sw, fit_intercept
+            )
+        else:
+            # Summed around the weighted mean even without intercept: the
+            # mean kernel row is the largest direction of G, and its share
+            # of the rounding, amplified by N, would swamp the rest.  It is
+            # added back exactly, as a rank-one term in the features' basis.
+            gram, rhs, mean, y_mean = normal_equations(features, y, sw, True)
+            gram, rhs, offset = _to_basis(self.basis, gram, rhs, mean)
+            if fit_intercept:
+                self._kernel_offset, self.y_offset = mean, y_mean
+            else:
+                total = sw.sum()
+                gram += total * np.outer(offset, offset)
+                rhs += total * np.outer(offset, y_mean)
+                self._kernel_offset = np.zeros_like(mean)
+                self.y_offset = np.zeros_like(y_mean)
+                offset = np.zeros_like(offset)
+        self.gram, self.rhs, self.Phi_offset = gram, rhs, offset
+        self.refine_passes = 0
 
     def solve(self, alpha):
-        """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k)."""
-        return _solve_normal_equations(self.gram, self.rhs, alpha)
+        """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k).
+
+        Returns None when the features are in the kernel basis and the
+        refinement did not converge (see :class:`_LinearProblem`).
+        """
+        solve = _ridge_solver(self.gram, alpha, exact=self.basis is None)
+        W = solve(self.rhs)
+        self.refine_passes = 0
+        if self.basis is None:
+            return W
+        return self._refine(W, alpha, solve)
 
     def intercept(self, W):
         """Intercept of the weights ``W`` (p, k), of shape (k,)."""
         return self.y_offset - self.Phi_offset @ W
 
+    def _apply(self, V, alpha):
+        """``(Phi_c^T S Phi_c + alpha I) V``, by one pass over the kernel
+        blocks, in the triangular basis."""
+        self.refine_passes += 1
+        U = self.basis @ V
+        m = self._kernel_offset
+        shift = m @ U
+        unit = bool(np.all(self.sw == 1))
 
-def _solve_normal_equations(gram, rhs, alpha):
-    """Solve ``(gram + alpha I) W = rhs`` by Cholesky, eigh as a fallback."""
+        def statistic(K_b, sw_b):
+            Z = K_b @ U - shift
+            if not unit:
+                Z *= sw_b[:, None]
+            return K_b.T @ Z, Z.sum(axis=0)
+
+        KtSZ, SZ = self.features.reduce(statistic, self.sw)
+        return self.basis.T @ (KtSZ - np.outer(m, SZ)) + alpha * V
+
+    def _refine(self, W, alpha, precondition):
+        """Preconditioned conjugate gradients from ``W``, one column per target.
+
+        ``precondition`` solves with the Gram matrix accumulated in the
+        kernel basis, exact up to its rounding, so the iteration contracts
+        fast; None if it does not reach ``REFINE_RTOL``.
+        """
+        C = self.rhs
+        target = REFINE_RTOL**2 * np.einsum("ij,ij->j", C, precondition(C))
+        R = C - self._apply(W, alpha)
+        Z = precondition(R)
+        rz = np.einsum("ij,ij->j", R, Z)
+        P = Z
+        rate = 0.0  # no contraction observed yet: try at least one step
+        while not np.all(rz <= target):
+            # Passes still needed at the rate seen so far (rz falls by
+            # ``rate`` per pass), for the slowest target.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                needed = np.max(np.log(target / rz) / np.log(rate))
+            if rate >= 1.0 or self.refine_passes + max(needed, 1) > REFINE_MAX_PASSES:
+                return None
+            Q = self._apply(P, alpha)
+            pq = np.einsum("ij,ij->j", P, Q)
+            step = np.divide(rz, pq, out=np.zeros_like(rz), where=pq > 0)
+            W = W + step * P
+            R = R - step * Q
+            Z = precondition(R)
+            rz_next = np.einsum("ij,ij->j", R, Z)
+            ratio = np.divide(rz_next, rz, out=np.zeros_like(rz), where=rz > 0)
+            rate = float(np.max(ratio[rz_next > target], initial=0.0))
+            P = Z + ratio * P
+            rz = rz_next
+        return W
+
+
+def _to_basis(N, gram, rhs, offset):
+    """``N^T G N``, ``N^T b`` and ``m N``: sums over kernel blocks ``K`` in
+    the basis of the features ``K N``."""
+    NtGN = N.T @ (gram @ N)
+    return 0.5 * (NtGN + NtGN.T), N.T @ rhs, offset @ N
+
+
+def _ridge_solver(gram, alpha, exact=True):
+    """``rhs -> (gram + alpha I)^-1 rhs`` by Cholesky, eigh as a fallback.
+
+    ``exact``: ``gram`` is accurate to its own rounding, and the fallback
+    drops the directions below it (:func:`_ridge_inverse`), with a warning.
+    Otherwise the solver is a preconditioner for a Gram matrix that is
+    refined afterwards (see :class:`_LinearProblem`): a Cholesky failure
+    only means its rounding exceeds ``alpha``, and the fallback keeps every
+    direction, silently.
+    """
     A = gram + alpha * np.eye(gram.shape[0])
     try:
         factor = linalg.cho_factor(A, lower=True)
-        return linalg.cho_solve(factor, rhs)
+        return lambda rhs: linalg.cho_solve(factor, rhs)
     except linalg.LinAlgError:
-        warnings.warn(
-            f"Cholesky factorisation of the {gram.shape[0]}x{gram.shape[0]} "
-            f"ridge system failed at alpha={alpha:g}; solving it with a "
-            "symmetric eigendecomposition instead.",
-            linalg.LinAlgWarning,
-            stacklevel=3,
-        )
-        eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
-        return V @ (_ridge_inverse(eigvals, alpha)[:, None] * (V.T @ rhs))
+        if exact:
+            warnings.warn(
+                f"Cholesky factorisation of the {gram.shape[0]}x{gram.shape[0]} "
+                f"ridge system failed at alpha={alpha:g}; solving it with a "
+                "symmetric eigendecomposition instead.",
+                linalg.LinAlgWarning,
+                stacklevel=3,
+            )
+    eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
+    if exact:
+        inverse = _ridge_inverse(eigvals, alpha)[:, None]
+    else:
+        inverse = 1.0 / (np.clip(eigvals, 0.0, None) + alpha)[:, None]
+    return lambda rhs: V @ (inverse * (V.T @ rhs))
+
+
+def _solve_normal_equations(gram, rhs, alpha):
+    """Solve ``(gram + alpha I) W = rhs`` by Cholesky, eigh as a fallback."""
+    return _ridge_solver(gram, alpha)(rhs)
 
 
 def _ridge_inverse(eigvals, alphas):
@@ -386,9 +521,21 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             Fitted estimator.
         """
         X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
-        features = self._fit_nystroem(X, self.alpha, self.tol)
+        # float32 features are summed in float32 (the speed asked for): too
+        # coarse for the kernel basis, whose rounding T amplifies.
+        basis = "triangular" if X.dtype == np.float32 else "kernel"
+        features = self._fit_nystroem(X, self.alpha, self.tol, basis=basis)
         problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
-        self._set_coef(problem.solve(self.alpha), problem, y, features)
+        W = problem.solve(self.alpha)
+        self._n_refine_passes = problem.refine_passes
+        self._refined = W is not None
+        if W is None:
+            # Rounding of the kernel-basis Gram matrix swamps this penalty:
+            # pay for forming the features row by row.
+            features = self.nystroem_._training_features(X)
+            problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
+            W = problem.solve(self.alpha)
+        self._set_coef(W, problem, y, features)
         return self
 
 
@@ -761,5 +908,7 @@ def _cv_errors(
             leverage = sw_b * (Z2 @ shrink) + sw_b * intercept_scale
         else:
             leverage = np.full(Z.shape[0], traces[i] / n)
-        out[:, :, i] = residuals / (1.0 - leverage)[:, None]
+        # An interpolating penalty gives 0 / 0: a NaN score, never selected.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[:, :, i] = residuals / (1.0 - leverage)[:, None]
     return out

@@ -170,14 +170,15 @@ def check_kernel_is_psd(kernel):
         )
 
 
-def check_landmark_gram(gram, kernel):
+def check_landmark_gram(gram, kernel, eigvals=None):
     """Warn when the landmark block ``K(I, I)`` is not symmetric PSD.
 
     Always warns for a kernel of :data:`NON_PSD_KERNELS`; otherwise when the
     block is clearly asymmetric or has an eigenvalue below
-    ``-sqrt(eps) * max |eigenvalue|``.  A Cholesky factorisation of the
-    slightly shifted block rules the latter out in ``p^3 / 3`` flops; the
-    eigenvalues are computed only when it fails.
+    ``-sqrt(eps) * max |eigenvalue|``.  ``eigvals``: those of the symmetric
+    part, when the caller has them; else a Cholesky factorisation of the
+    slightly shifted block rules a negative one out in ``p^3 / 3`` flops,
+    and the eigenvalues are computed only when it fails.
     """
     gram = np.asarray(gram)
     if gram.size == 0:
@@ -196,14 +197,15 @@ def check_landmark_gram(gram, kernel):
         )
     sym = 0.5 * (gram + gram.T).astype(np.float64)
     known = isinstance(kernel, str) and kernel in NON_PSD_KERNELS
-    if not known:
+    if eigvals is None and not known:
         shift = tol * max(float(np.abs(np.diag(sym)).max()), np.finfo(float).tiny)
         try:
             linalg.cholesky(sym + shift * np.eye(sym.shape[0]), check_finite=False)
             return
         except linalg.LinAlgError:
             pass
-    eigvals = linalg.eigvalsh(sym, check_finite=False)
+    if eigvals is None:
+        eigvals = linalg.eigvalsh(sym, check_finite=False)
     if known or eigvals.min() < -tol * float(np.abs(eigvals).max()):
         what = "is not positive semi-definite" + (" in general" if known else "")
         warnings.warn(

@@ -1,4 +1,5 @@
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -115,8 +116,14 @@ def test_kernel_ridge_precomputed_matches_rbf(data):
     )
 
 
-def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch, dtype):
+    # float64 fits solve in the kernel basis, where the Cholesky factor is
+    # only a preconditioner: its failure is silent and the refinement gives
+    # the same answer.  float32 fits solve with the features themselves and
+    # say so when they fall back.
     X, y, sw = data
+    X = X.astype(dtype)
     model = DoFKernelRidge(1.0, gamma=GAMMA, random_state=0)
     expected = model.fit(X, y, sample_weight=sw).predict(X)
 
@@ -131,9 +138,16 @@ def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch):
             raise linalg.LinAlgError("not positive definite")
 
     monkeypatch.setattr(_ridge, "linalg", BrokenCholesky())
-    with pytest.warns(linalg.LinAlgWarning, match="eigendecomposition"):
-        fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
-    np.testing.assert_allclose(fallback, expected, rtol=1e-8, atol=1e-8)
+    if dtype == np.float32:
+        with pytest.warns(linalg.LinAlgWarning, match="eigendecomposition"):
+            fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
+        tol = 1e-4
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", linalg.LinAlgWarning)
+            fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
+        tol = 1e-8
+    np.testing.assert_allclose(fallback, expected, rtol=tol, atol=tol)
 
 
 def test_indefinite_system_falls_back_to_eigh():
@@ -446,3 +460,62 @@ def _expected_failed_checks(estimator):
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+@pytest.fixture(scope="module")
+def wide_data():
+    # Smooth kernel, many landmarks: K(I, I) is ill-conditioned, so the Gram
+    # matrix summed in the kernel basis carries rounding amplified far above
+    # the smaller penalties below; only the refinement makes the fit exact.
+    rng = np.random.RandomState(3)
+    X = rng.randn(1500, 4)
+    y = np.c_[np.sin(X[:, 0]), X[:, 1] * X[:, 2]] + 0.1 * rng.randn(1500, 2)
+    return X, y, rng.uniform(0.0, 2.0, size=1500)
+
+
+@pytest.mark.parametrize("lam", [1e-2, 1e-6, 1e-10, 1e-13])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_kernel_basis_solve_matches_ridge_on_features(
+    wide_data, lam, fit_intercept, weighted
+):
+    X, y, sw = wide_data
+    sw = sw if weighted else None
+    alpha = X.shape[0] * lam
+    params = dict(alpha=alpha, gamma=0.05, n_components=400, random_state=0)
+    model = DoFKernelRidge(fit_intercept=fit_intercept, **params).fit(
+        X, y, sample_weight=sw
+    )
+    nystroem = DoFNystroem(**params).fit(X)
+    Phi = nystroem.transform(X)
+    ridge = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="svd")
+    ridge.fit(Phi, y, sample_weight=sw)
+    np.testing.assert_allclose(model.predict(X), ridge.predict(Phi), atol=1e-7)
+    # The Cholesky factor of the kernel-basis Gram matrix preconditions so
+    # well that a few passes over the data reach the rounding level; at the
+    # smallest penalties rounding swamps it and the fit forms the features,
+    # without spending every pass allowed to find out.
+    assert 1 <= model._n_refine_passes <= _ridge.REFINE_MAX_PASSES
+    if lam >= 1e-6:
+        assert model._refined and model._n_refine_passes <= 5
+    if lam <= 1e-10:
+        assert not model._refined and model._n_refine_passes <= 3
+
+
+def test_kernel_basis_falls_back_to_the_features(wide_data, monkeypatch):
+    X, y, sw = wide_data
+    model = DoFKernelRidge(alpha=1e-8, gamma=0.05, n_components=400, random_state=0)
+    expected = model.fit(X, y, sample_weight=sw).predict(X)
+    # No pass allowed: the refinement gives up, the fit forms the features.
+    monkeypatch.setattr(_ridge, "REFINE_MAX_PASSES", 0)
+    calls = []
+    original = DoFNystroem._training_features
+
+    def spy(self, X, *args, **kwargs):
+        calls.append(kwargs.get("basis", "triangular"))
+        return original(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(DoFNystroem, "_training_features", spy)
+    fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
+    assert calls == ["kernel", "triangular"]
+    np.testing.assert_allclose(fallback, expected, atol=1e-7)
