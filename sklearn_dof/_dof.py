@@ -157,9 +157,15 @@ def _quadratic_forms(G, A):
     """diag(G A^-1 G^T) for a symmetric positive definite A, in O(n r^2)."""
     if _dask.is_dask_array(G):  # row chunks on a Dask cluster: this, per chunk
         return _dask.quadratic_forms(G, A)
-    chol = linalg.cho_factor(A, lower=True)
-    Z = linalg.solve_triangular(chol[0], G.T, lower=True, check_finite=False)
-    return (Z * Z).sum(axis=0)
+    # With A = C C^T, the forms are the squared row norms of G C^-T: one
+    # GEMM on G's rows (no transposed copy of G, no second n x r temporary).
+    # A >= alpha I keeps the triangular inverse accurate enough for scores.
+    C = linalg.cholesky(A, lower=True, check_finite=False)
+    C_inv = linalg.solve_triangular(
+        C, np.eye(A.shape[0], dtype=A.dtype), lower=True, check_finite=False
+    )
+    Z = G @ C_inv.T
+    return np.einsum("ij,ij->i", Z, Z)
 
 
 def _averaged_dof(chol, alpha, n, uniform):
@@ -443,8 +449,12 @@ def _column_rule(chol, sampling, n, random_state, alpha=None):
     """``grow(p)`` extends the factor to ``p`` pivots by the sampling rule.
 
     ``sampling`` is a rule's name or an array of landmark indices, which
-    are then added in their order.
+    are then added in their order.  ``grow.order`` is the whole sequence of
+    pivots when it is fixed in advance (uniform or given landmarks: a
+    prefix of it needs no factor), None when each pivot depends on the
+    residual of the previous ones.
     """
+    order = None
     if not isinstance(sampling, str):
         order = np.asarray(sampling, dtype=np.intp)
 
@@ -474,6 +484,7 @@ def _column_rule(chol, sampling, n, random_state, alpha=None):
         def grow(p):
             chol.add(order[len(chol.pivots) : p])
 
+    grow.order = order
     return grow
 
 

@@ -341,6 +341,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 n_components = auto_rank(dof.d_max, rule, n_samples, d_eff=dof.d_eff)
             if selector:
                 landmarks = self._select(sampling, X, n_components)
+            elif grow.order is not None:
+                # A sequence fixed in advance: the landmarks are its first
+                # n_components entries, with or without the estimate's factor.
+                landmarks = grow.order[:n_components].copy()
             else:
                 # The landmarks are the first pivots of the factor the
                 # estimate grew (every rule's pivots are a prefix of one

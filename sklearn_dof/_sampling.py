@@ -85,7 +85,9 @@ class PartialCholesky:
             self._G = grown
         self._G[:, self._rank : self._rank + k] = new_columns
         self._rank += k
-        self.residual -= (new_columns.astype(np.float64) ** 2).sum(axis=1)
+        self.residual -= np.einsum(
+            "ij,ij->i", new_columns, new_columns, dtype=np.float64
+        )
         np.clip(self.residual, 0, None, out=self.residual)
 
     def add(self, indices):
