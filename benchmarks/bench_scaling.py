@@ -392,36 +392,36 @@ def summarise(results):
     ]
     eq = [r for r in by.get("equal_error", []) if "test_mse" in r]
     if eq:
-        best = min(r["test_mse"] for r in eq)
-        rows = []
-        for key in sorted({(r["system"], r.get("sampling", "-")) for r in eq}):
-            runs = sorted(
-                (
-                    r
-                    for r in eq
-                    if (r["system"], r.get("sampling", "-")) == key and r["p"] != "auto"
-                ),
-                key=lambda r: r["p"],
-            )
-            ok = [r for r in runs if r["test_mse"] <= 1.01 * best]
-            autos = [
-                r
-                for r in eq
-                if (r["system"], r.get("sampling", "-")) == key and r["p"] == "auto"
-            ]
-            rows.append(
-                {
-                    "system": key[0],
-                    "sampling": key[1],
-                    "p_needed": ok[0]["p"] if ok else None,
-                    "fit_s_at_p_needed": ok[0]["fit_s"] if ok else None,
-                    "auto_p": autos[0].get("n_components_") if autos else None,
-                    "auto_mse_ratio": autos[0]["test_mse"] / best if autos else None,
-                    "auto_fit_s": autos[0]["fit_s"] if autos else None,
-                }
-            )
-        summary["equal_error"] = {"best_mse": best, "rows": rows}
+        # Within 1% of the best test error of the part, on noisy test labels
+        # (the table) and on the noise-free target (the excess risk,
+        # a much stricter yardstick).
+        summary["equal_error"] = {
+            metric: _equal_error_rows(eq, metric)
+            for metric in ("test_mse_noisy", "test_mse")
+        }
     return summary
+
+
+def _equal_error_rows(eq, metric):
+    best = min(r[metric] for r in eq)
+    rows = []
+    for key in sorted({(r["system"], r.get("sampling", "-")) for r in eq}):
+        runs = [r for r in eq if (r["system"], r.get("sampling", "-")) == key]
+        fixed = sorted((r for r in runs if r["p"] != "auto"), key=lambda r: r["p"])
+        ok = [r for r in fixed if r[metric] <= 1.01 * best]
+        autos = [r for r in runs if r["p"] == "auto"]
+        rows.append(
+            {
+                "system": key[0],
+                "sampling": key[1],
+                "p_needed": ok[0]["p"] if ok else None,
+                "fit_s_at_p_needed": ok[0]["fit_s"] if ok else None,
+                "auto_p": autos[0].get("n_components_") if autos else None,
+                "auto_error_ratio": autos[0][metric] / best if autos else None,
+                "auto_fit_s": autos[0]["fit_s"] if autos else None,
+            }
+        )
+    return {"best": best, "rows": rows}
 
 
 def plot(results, path):
@@ -470,9 +470,26 @@ def main(argv=None):
         default=2,
         help="BLAS threads of each measurement (default 2, the issue's setting)",
     )
+    parser.add_argument(
+        "--resummarise",
+        action="store_true",
+        help="recompute the summaries and the plot of --output-dir's results.json",
+    )
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
+        return
+    if args.resummarise:
+        out = args.output_dir / "results.json"
+        runs = json.loads(out.read_text())["runs"]
+        for run in runs.values():
+            run["summary"] = summarise(run["results"])
+            print(json.dumps(run["summary"], indent=1))
+        out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+        plot(
+            [r for run in runs.values() for r in run["results"]],
+            args.output_dir / "scaling.png",
+        )
         return
     parts = set(args.parts.split(","))
     args.output_dir.mkdir(parents=True, exist_ok=True)

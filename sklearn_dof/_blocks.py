@@ -32,17 +32,19 @@ from sklearn.utils import gen_batches
 _BUFFERS_PER_ROW = 3
 # Blocks past about a thousand rows gain nothing more from the BLAS (the
 # p x p sums are amortised), while every fresh block costs pages the
-# operating system must zero, as much memory traffic as writing the block:
-# blocks take at most this much of a larger budget, or a thousand rows.
-_BLOCK_CAP_MIB = 128
+# operating system must zero, as much memory traffic as writing the block.
+# Below 32 MiB per array (glibc's largest mmap threshold) a freed block is
+# reused by the allocator instead: blocks take at most 31 MiB per buffer of
+# a larger budget, or a thousand rows if that is more.
+_BLOCK_CAP_MIB = 31 * _BUFFERS_PER_ROW
 _BLOCK_ROWS = 1024
 
 
 def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
     """Rows per block so that a block's buffers fit ``working_memory`` MiB.
 
-    A large budget is not filled: blocks stop at 128 MiB or 1024 rows,
-    whichever is more rows.
+    A large budget is not filled: a block's arrays stop at 31 MiB each or
+    1024 rows, whichever is more rows.
 
     Parameters
     ----------

@@ -350,7 +350,7 @@ def estimate_degrees_of_freedom(
     random_state : int, RandomState instance or None, default=None
         Seed of the column sampling.
     n_jobs : int, default=None
-        Parallel kernel evaluation.
+        Parallel kernel evaluation (see :class:`DoFNystroem`).
 
     Returns
     -------

@@ -159,7 +159,7 @@ class KernelColumns:
     params : dict
         Keyword arguments of the kernel.
     n_jobs : int, default=None
-        Passed to :func:`sklearn.metrics.pairwise_kernels`.
+        Parallel kernel evaluation (see :func:`kernel_block`).
     """
 
     def __init__(self, X, kernel, params, n_jobs=None):

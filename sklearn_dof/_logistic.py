@@ -90,7 +90,9 @@ class DoFKernelLogisticRegression(
     random_state : int, RandomState instance or None, default=None
         Seed of the landmark sampling.
     n_jobs : int, default=None
-        Number of jobs for the kernel evaluations.
+        Number of jobs for the kernel evaluations.  None: the RBF kernel on
+        dense float64 input uses as many threads as scikit-learn's own
+        parallel loops (the OpenMP setting), the other kernels one job.
 
     Attributes
     ----------

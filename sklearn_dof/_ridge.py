@@ -351,9 +351,16 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     .. math:: (\\Phi^T S \\Phi + \\alpha I) w = \\Phi^T S y,
 
-    by a Cholesky factorisation (``S`` the diagonal of sample weights, ``Phi``
-    and ``y`` centred when ``fit_intercept``).  The fit costs ``O(n p^2)``
-    time and ``O(n p)`` memory, a prediction ``O(p)`` kernel evaluations.
+    (``S`` the diagonal of sample weights, ``Phi`` and ``y`` centred when
+    ``fit_intercept``).  ``Phi`` is never formed: with ``N = K(I, I)^{+1/2}``,
+    ``Phi^T S Phi = N^T (K_{:I}^T S K_{:I}) N``, and the kernel-basis sum is
+    one symmetric rank-``n`` update over blocks of rows (``n p^2`` flops, the
+    cost of the Gram matrix alone).  Its rounding, amplified by ``N``, is
+    removed by refining the Cholesky solution with a few preconditioned
+    conjugate-gradient passes over the kernel blocks (``O(n p)`` each); at a
+    penalty below that rounding the fit forms the features instead.  The fit
+    costs ``O(n p^2)`` time and ``O(p^2 + b p)`` memory for blocks of ``b``
+    rows, a prediction ``O(p)`` kernel evaluations.
     Without intercept and weights the training predictions are
     ``L (L + alpha I)^{-1} y``, kernel ridge regression with ``L`` for ``K``.
 
@@ -395,7 +402,9 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
-        Number of jobs for the kernel evaluations.
+        Number of jobs for the kernel evaluations.  None: the RBF kernel on
+        dense float64 input uses as many threads as scikit-learn's own
+        parallel loops (the OpenMP setting), the other kernels one job.
 
     Attributes
     ----------
@@ -620,7 +629,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
-        Number of jobs for the kernel evaluations.
+        Number of jobs for the kernel evaluations.  None: the RBF kernel on
+        dense float64 input uses as many threads as scikit-learn's own
+        parallel loops (the OpenMP setting), the other kernels one job.
 
     Attributes
     ----------
