@@ -192,3 +192,17 @@ def test_feature_names_out(data):
     nys = DoFNystroem(n_components=5, random_state=0).fit(X)
     names = nys.get_feature_names_out()
     assert list(names) == [f"dofnystroem{i}" for i in range(5)]
+
+
+def test_auto_uniform_landmarks_are_the_fixed_rank_ones():
+    # With uniform columns the automatic rank takes a prefix of the same
+    # permutation as a fixed rank, also past the columns the estimate read
+    # (which it therefore need not extend).
+    rng = np.random.RandomState(0)
+    X = rng.randn(1500, 3)
+    auto = DoFNystroem(gamma=0.5, alpha=10.0, random_state=7).fit(X)
+    assert auto.dof_columns_ < auto.n_components_ < X.shape[0]
+    fixed = DoFNystroem(
+        gamma=0.5, alpha=10.0, n_components=auto.n_components_, random_state=7
+    ).fit(X)
+    np.testing.assert_array_equal(auto.component_indices_, fixed.component_indices_)
