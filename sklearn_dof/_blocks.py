@@ -125,8 +125,8 @@ class FeatureBlocks:
     # (see owns_blocks); an executor whose blocks are shared says False.
     _writable_blocks = True
     # Set by the estimator that builds the blocks: ``basis`` is None for
-    # features proper, or ``T`` for kernel blocks whose features are
-    # ``K(x, I) T``; ``rotation`` maps coefficients to the transform's basis.
+    # features proper, or ``N`` for kernel blocks whose features are
+    # ``K(x, I) N``; ``rotation`` maps coefficients to the transform's basis.
     basis = None
     rotation = None
 

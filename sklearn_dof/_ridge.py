@@ -154,8 +154,8 @@ class _LinearProblem:
         return self.y_offset - self.Phi_offset @ W
 
     def _apply(self, V, alpha):
-        """``(Phi_c^T S Phi_c + alpha I) V``, by one pass over the kernel
-        blocks, in the triangular basis."""
+        """``(Phi_c^T S Phi_c + alpha I) V`` for ``Phi = K N``, by one pass
+        over the kernel blocks ``K`` (never ``K N``)."""
         self.refine_passes += 1
         U = self.basis @ V
         m = self._kernel_offset

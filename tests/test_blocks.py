@@ -100,3 +100,20 @@ def test_float32_input_stays_float32_until_the_solve(data):
     np.testing.assert_allclose(
         model32.predict(X.astype(np.float32)), model64.predict(X), atol=1e-3
     )
+
+
+def test_reduce_sums_in_place_without_touching_the_blocks():
+    # The first term is copied before the in-place sums: a statistic that
+    # returns a view of a kept block must leave the block as it was.
+    rng = np.random.RandomState(2)
+    Phi = rng.randn(50, 4)
+    blocks = FeatureBlocks.from_array(Phi, working_memory=1e-3)
+    assert len(blocks.slices) > 2
+    first_rows = blocks.reduce(lambda Phi_b: Phi_b[0])
+    np.testing.assert_allclose(
+        first_rows, Phi[[sl.start for sl in blocks.slices]].sum(0)
+    )
+    np.testing.assert_array_equal(blocks.toarray(), Phi)
+    total, count = blocks.reduce(lambda Phi_b: (Phi_b.sum(0), Phi_b.shape[0]))
+    np.testing.assert_allclose(total, Phi.sum(0))
+    assert count == 50
