@@ -416,16 +416,16 @@ def _block_diagonal(X_block, kernel, params):
 def kernel_block(X, landmarks, kernel, params):
     """``K(X, landmarks)`` of a dask ``X``, chunked like its rows.
 
-    Each chunk is the in-memory ``_kernel_block``; with a precomputed
+    Each chunk is the in-memory :func:`_kernels.kernel_block`; with a precomputed
     kernel ``landmarks`` are column indices.
     """
-    from ._nystroem import _kernel_block
+    from ._kernels import kernel_block as in_memory_block
 
     dtype = X.dtype if X.dtype == np.float32 else np.dtype(np.float64)
     width = len(landmarks)
     if is_dask_array(landmarks):  # rows of X still on the workers
         landmarks = landmarks.rechunk(-1).to_delayed().ravel()[0]
-    function = functools.partial(_kernel_block, kernel=kernel, params=params)
+    function = functools.partial(in_memory_block, kernel=kernel, params=params)
     return map_chunks(X, function, width, dtype, landmarks)
 
 

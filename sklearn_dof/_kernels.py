@@ -110,13 +110,18 @@ def _rbf_block(X, Y, gamma, n_threads):
 def kernel_block(X, Y, kernel, params, n_jobs=None):
     """``K(X, Y)`` as a dense array: float32 for float32 ``X``, else float64.
 
-    The RBF kernel on dense float64 rows takes a fused path
-    (:func:`_rbf_block`), every other kernel
+    With ``kernel="precomputed"``, ``X`` holds kernel values and ``Y`` the
+    indices of the columns wanted.  The RBF kernel on dense float64 rows
+    takes a fused path (:func:`_rbf_block`), every other kernel
     :func:`sklearn.metrics.pairwise_kernels`.  ``n_jobs`` is passed to the
     latter; the fused path uses ``n_jobs`` threads, or by default as many as
     scikit-learn's own parallel pairwise reductions (the OpenMP setting).
     """
     dtype = X.dtype if X.dtype == np.float32 else np.float64
+    if kernel == "precomputed":
+        block = X[:, np.asarray(Y, dtype=np.intp)]
+        block = block.toarray() if sparse.issparse(block) else block
+        return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
     if (
         kernel == "rbf"
         and not sparse.issparse(X)
@@ -225,13 +230,8 @@ class KernelColumns:
     def columns(self, indices):
         """The n x len(indices) block K(X, X[indices])."""
         indices = np.asarray(indices, dtype=np.intp)
-        if self.kernel == "precomputed":
-            block = self.X[:, indices]
-            block = block.toarray() if sparse.issparse(block) else block
-            return check_kernel_values(np.asarray(block, dtype=self.dtype), self.kernel)
-        return kernel_block(
-            self.X, self.X[indices], self.kernel, self.params, self.n_jobs
-        )
+        landmarks = indices if self.kernel == "precomputed" else self.X[indices]
+        return kernel_block(self.X, landmarks, self.kernel, self.params, self.n_jobs)
 
     def rows(self, indices):
         """The training rows ``X[indices]`` (landmark points)."""

@@ -4,7 +4,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import linalg, sparse
+from scipy import linalg
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -35,7 +35,6 @@ from ._kernels import (
 from ._rank import AUTO_RANK_BASIS, auto_rank
 from ._sampling import uniform_columns
 from ._validation import (
-    check_kernel_values,
     check_landmark_gram,
     check_penalty_resolution,
 )
@@ -72,16 +71,6 @@ def _inverse_sqrt_from_eigh(eigvals, eigvecs):
     return scaled @ eigvecs[:, keep].T
 
 
-def _kernel_block(X, landmarks, kernel, params, n_jobs=None):
-    """``K(X, I)``; with a precomputed kernel ``landmarks`` are column indices."""
-    if kernel != "precomputed":
-        return kernel_block(X, landmarks, kernel, params, n_jobs)
-    block = X[:, landmarks]
-    block = block.toarray() if sparse.issparse(block) else np.asarray(block)
-    dtype = X.dtype if X.dtype == np.float32 else np.float64
-    return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
-
-
 class _TriangularFeatures:
     """``x -> K(x, I) T``: the Nystroem features in a triangular basis.
 
@@ -101,7 +90,7 @@ class _TriangularFeatures:
         self.n_jobs = n_jobs
 
     def __call__(self, X):
-        K = _kernel_block(X, self.landmarks, self.kernel, self.params, self.n_jobs)
+        K = kernel_block(X, self.landmarks, self.kernel, self.params, self.n_jobs)
         if self.factor is None:  # the kernel basis: K(x, I) itself
             return K
         T = self.factor.astype(K.dtype, copy=False)
@@ -614,7 +603,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         if _dask.is_dask_array(X):
             params = self._kernel_params()
             return _dask.kernel_block(X, landmarks, self.kernel, params)
-        return _kernel_block(
+        return kernel_block(
             X, landmarks, self.kernel, self._kernel_params(), self.n_jobs
         )
 
