@@ -19,6 +19,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import lapack
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
@@ -204,6 +205,35 @@ def _landmark_dof(landmark_scores, spectrum, alpha, n_samples):
     # may miss the maximum, never the mean.
     d_max = max(n_samples * float(np.max(landmark_scores, initial=0.0)), d_eff)
     return d_max, d_eff, float((shrink**2).sum())
+
+
+def _uniform_landmark_dof(gram, alpha, n_samples):
+    """:func:`_landmark_dof` of ``p`` uniform landmarks from ``K(I, I)`` by
+    Cholesky, without its eigendecomposition.
+
+    ``A = (n / p) K(I, I)`` estimates the Gram matrix of the features (see
+    ``DoFNystroem._fixed_rank_dof``).  With ``H = (A + alpha I)^{-1}`` the
+    shrinkage ``A (A + alpha I)^{-1}`` is ``I - alpha H``, so
+    ``d_eff = p - alpha tr H``, ``d_ave = ||I - alpha H||_F^2``, and the
+    landmark rows' scores ``[K(I, I) (A + alpha I)^{-1}]_ii`` are
+    ``(p / n) (1 - alpha H_ii)``: one factorisation and one triangular
+    inverse, ``p^3`` flops.
+    """
+    p = gram.shape[0]
+    A = (n_samples / p) * (0.5 * (gram + gram.T).astype(np.float64))
+    A[np.diag_indices(p)] += alpha
+    factor, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=1)
+    if info != 0:
+        return None
+    # The lower triangle of H; the upper one is zero (clean=1).
+    H, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
+    diag = np.diag(H).copy()
+    scores = (p / n_samples) * np.clip(1.0 - alpha * diag, 0.0, 1.0)
+    d_eff = p - alpha * float(diag.sum())
+    squares = 2.0 * np.einsum("ij,ij->", H, H) - float(diag @ diag)  # ||H||_F^2
+    d_ave = p - 2 * alpha * float(diag.sum()) + alpha**2 * float(squares)
+    d_max = max(n_samples * float(scores.max(initial=0.0)), d_eff)
+    return d_max, d_eff, d_ave
 
 
 def leverage_score_bounds(G, pivots, residual, alpha):

@@ -5,6 +5,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import lapack
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -24,6 +25,7 @@ from ._dof import (
     _landmark_dof,
     _quadratic_forms,
     _shrinkage,
+    _uniform_landmark_dof,
     doubling_schedule,
 )
 from ._kernels import (
@@ -35,6 +37,7 @@ from ._kernels import (
 from ._rank import AUTO_RANK_BASIS, auto_rank
 from ._sampling import uniform_columns
 from ._validation import (
+    check_kernel_values,
     check_landmark_gram,
     check_penalty_resolution,
 )
@@ -69,6 +72,70 @@ def _inverse_sqrt_from_eigh(eigvals, eigvecs):
     keep = eigvals > 0
     scaled = eigvecs[:, keep] / np.sqrt(eigvals[keep])
     return scaled @ eigvecs[:, keep].T
+
+
+def _landmark_cholesky(gram, rtol=PINV_RTOL):
+    """Upper Cholesky factor ``R`` of ``K(I, I) = R^T R``, or None.
+
+    ``K(x, I) R^{-1}`` and ``K(x, I) K(I, I)^{-1/2}`` are the same Nystroem
+    features up to an orthogonal rotation, and ``R`` costs ``p^3 / 3``
+    flops against about ``9 p^3`` for the eigendecomposition and the
+    square root.  None when ``K(I, I)`` is not numerically positive
+    definite: when the Cholesky factorisation fails, or when LAPACK's
+    estimate of its reciprocal condition number falls below ``rtol``, the
+    relative level below which the pseudo-inverse drops eigenvalues
+    (:func:`_landmark_eigh`).
+    """
+    # Its upper triangle: the block is symmetric up to rounding, and
+    # check_landmark_gram warns when it is not.
+    gram = np.asarray(gram, dtype=np.float64)
+    R, info = lapack.dpotrf(gram, lower=0, clean=1)
+    if info != 0:
+        return None
+    rcond, info = lapack.dpocon(R, np.abs(gram).sum(axis=0).max(), uplo="U")
+    if info != 0 or not rcond >= rtol:
+        return None
+    return R
+
+
+class _LandmarkBasis:
+    """The map ``N`` of the features ``Phi = K(x, I) N`` in the kernel basis.
+
+    Either ``N = R^{-1}`` for the Cholesky factor ``R`` of ``K(I, I)``
+    (applied by triangular solves, never formed) or a given matrix, the
+    fitted ``normalization_.T``.  ``_ridge._LinearProblem`` sums over kernel
+    blocks and maps the ``p x p`` sums with it.
+    """
+
+    def __init__(self, cholesky=None, matrix=None):
+        self.cholesky = cholesky
+        self.matrix = matrix
+
+    def map(self, V):
+        """``N V``: from feature weights to landmark (dual) weights."""
+        if self.matrix is not None:
+            return self.matrix @ V
+        return linalg.solve_triangular(self.cholesky, V, lower=False)
+
+    def map_t(self, V):
+        """``N^T V``: from sums over kernel blocks to the features' basis."""
+        if self.matrix is not None:
+            return self.matrix.T @ V
+        return linalg.solve_triangular(self.cholesky, V, trans="T", lower=False)
+
+    def congruence(self, G):
+        """``N^T G N`` of a symmetric ``G``."""
+        if self.matrix is not None:
+            NtGN = self.matrix.T @ (G @ self.matrix)
+            return 0.5 * (NtGN + NtGN.T)
+        # LAPACK's two-sided reduction R^{-T} G R^{-1}: half the flops of
+        # two triangular solves, since it uses the symmetry of G.
+        C, info = lapack.dsygst(G, self.cholesky, itype=1, lower=0)
+        if info != 0:  # pragma: no cover - only for invalid arguments
+            raise linalg.LinAlgError(f"dsygst failed with info={info}.")
+        lower = np.tri(C.shape[0], k=-1, dtype=bool)
+        np.copyto(C, C.T, where=lower)  # mirror the upper triangle
+        return C
 
 
 class _TriangularFeatures:
@@ -246,6 +313,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         "random_state": ["random_state"],
     }
 
+    # Set by _NystroemFeaturesMixin for the estimators that fit in the
+    # kernel basis: only a Cholesky factor of K(I, I) is computed at fit.
+    _defer_normalization = False
+
     def __init__(
         self,
         kernel="rbf",
@@ -380,8 +451,19 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         else:
             gram = access.landmark_gram(landmarks)
         n_components = landmarks.shape[0]  # a rule may exhaust the rank
-        eigvals, eigvecs, raw_eigvals = _landmark_eigh(gram)
-        check_landmark_gram(gram, self.kernel, raw_eigvals)
+        # A caller that works in the kernel basis needs only a factor of
+        # K(I, I); its eigendecomposition then waits for normalization_.
+        cholesky = None
+        if self._defer_normalization and self.kernel != "precomputed":
+            cholesky = _landmark_cholesky(gram)
+        if cholesky is None:
+            eigvals, eigvecs, raw_eigvals = _landmark_eigh(gram)
+            check_landmark_gram(gram, self.kernel, raw_eigvals)
+            normalization = _inverse_sqrt_from_eigh(eigvals, eigvecs)
+            normalization = normalization.astype(X.dtype, copy=False)
+        else:
+            eigvals = eigvecs = normalization = None
+            check_landmark_gram(gram, self.kernel, positive_definite=True)
         check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
         # With a precomputed kernel a landmark is only its index: storing its
         # row of the Gram matrix would make the fitted model grow with n.
@@ -392,15 +474,16 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         else:
             self.components_ = access.rows(landmarks)
         self.component_indices_ = None if points else landmarks
-        self.normalization_ = _inverse_sqrt_from_eigh(eigvals, eigvecs).astype(
-            X.dtype, copy=False
-        )
+        self._normalization = normalization
+        self._landmark_cholesky = cholesky
         self.n_components_ = n_components
         self._n_features_out = n_components
         if points:
             estimate = self._points_dof(access, X, estimate)
         elif estimate is None:
-            estimate = self._fixed_rank_dof(eigvals, eigvecs, factor, landmarks, X)
+            estimate = self._fixed_rank_dof(
+                eigvals, eigvecs, factor, landmarks, X, gram
+            )
         self.dof_, self.effective_dof_, self.averaged_dof_, self.dof_columns_ = estimate
 
     def _check_sampling(self, n_samples):
@@ -490,7 +573,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         pivots = np.asarray(chol.pivots[:n_components], dtype=np.intp)
         return pivots, chol.factor
 
-    def _fixed_rank_dof(self, eigvals, eigvecs, factor, indices, X):
+    def _fixed_rank_dof(self, eigvals, eigvecs, factor, indices, X, gram):
         """Degrees of freedom at a given rank from the landmark rows, O(p^3).
 
         Uniform landmarks are a uniform sample: ``(n / p) K(I, I)`` estimates
@@ -500,9 +583,17 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         their factor ``G`` gives ``Phi^T Phi`` up to a rotation (``G^T G``).
         Either way the rows scored are the landmarks, which greedy pivoting
         and the residual- and leverage-driven rules pick among the worst
-        explained points, so no pass over all rows is spent on it.
+        explained points, so no pass over all rows is spent on it.  Without
+        the eigenvalues of ``K(I, I)`` (the kernel basis defers them),
+        uniform landmarks take the same quantities from a Cholesky
+        factorisation.
         """
         n_samples, p = X.shape[0], indices.shape[0]
+        if factor is None and eigvals is None:
+            dof = _uniform_landmark_dof(gram, self.alpha, n_samples)
+            if dof is not None:
+                return (*dof, p)
+            eigvals, eigvecs, _ = _landmark_eigh(gram)
         if factor is None:
             spectrum = (n_samples / p) * eigvals
             # Rows K(I, I)^{1/2} of the features against (n / p) K(I, I).
@@ -545,17 +636,28 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``basis="triangular"``: the blocks are ``K(x, I) T`` of
         :class:`_TriangularFeatures`, and ``blocks.rotation`` is ``Q``.
         ``basis="kernel"``: the blocks are the kernel blocks ``K(x, I)``
-        themselves and ``blocks.basis`` is ``normalization_.T``, for callers
+        themselves and ``blocks.basis`` the :class:`_LandmarkBasis` ``N`` of
+        the features ``K(x, I) N``: ``R^{-1}`` when the fit kept a Cholesky
+        factor ``R`` of ``K(I, I)``, else ``normalization_.T``; for callers
         that apply it to ``p x p`` sums instead of to every row (see
-        ``_ridge._LinearProblem``); ``blocks.rotation`` is the identity.
+        ``_ridge._LinearProblem``).  ``blocks.rotation`` is the identity.
         ``cache`` for callers that make several passes.
         """
         landmarks = self._landmarks()
-        normalization = self.normalization_.T.astype(np.float64)
         if basis == "triangular":
-            T, Q = linalg.rq(normalization)
+            T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
+            landmark_basis = None
         else:
             T, Q = None, np.eye(self.n_components_)
+            # The factor is used once, by the fit that asked for it: the
+            # fitted model does not carry a p x p matrix it never predicts with.
+            cholesky = self._landmark_cholesky
+            self._landmark_cholesky = None
+            if cholesky is None:
+                normalization = self.normalization_.T.astype(np.float64)
+                landmark_basis = _LandmarkBasis(matrix=normalization)
+            else:
+                landmark_basis = _LandmarkBasis(cholesky=cholesky)
         feature_map = _TriangularFeatures(
             landmarks, self.kernel, self._kernel_params(), T, self.n_jobs
         )
@@ -565,7 +667,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             X, feature_map, self.n_components_, dtype, working_memory, cache
         )
         blocks.rotation = Q
-        blocks.basis = None if basis == "triangular" else normalization
+        blocks.basis = landmark_basis
         return blocks
 
     @_dask.chunkwise
@@ -589,6 +691,32 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         )
         return self._kernel_to_landmarks(X) @ self.normalization_.T.astype(
             X.dtype, copy=False
+        )
+
+    @property
+    def normalization_(self):
+        # Documented in the class Attributes.  Computed at fit, except for
+        # the estimators that fit in the kernel basis (_LandmarkBasis),
+        # which never need it to predict: then on first use, once.
+        check_is_fitted(self, "n_components_")
+        if self._normalization is None:
+            gram = self._landmark_gram()
+            eigvals, eigvecs, _ = _landmark_eigh(gram)
+            self._normalization = _inverse_sqrt_from_eigh(eigvals, eigvecs).astype(
+                gram.dtype, copy=False
+            )
+        return self._normalization
+
+    def _landmark_gram(self):
+        """``K(I, I)`` recomputed from the stored landmarks, as at fit."""
+        gram = pairwise_kernels(
+            self.components_,
+            metric=self.kernel,
+            filter_params=True,
+            **self._kernel_params(),
+        )
+        return check_kernel_values(
+            np.asarray(gram, dtype=self.components_.dtype), self.kernel
         )
 
     def _landmarks(self):
@@ -643,6 +771,9 @@ class _NystroemFeaturesMixin:
             random_state=self.random_state,
             n_jobs=self.n_jobs,
         )
+        # The kernel basis needs a Cholesky factor of K(I, I), not the
+        # eigendecomposition behind normalization_ (about 9 p^3 flops).
+        self.nystroem_._defer_normalization = basis == "kernel"
         self.nystroem_.fit(X)
         self.n_components_ = self.nystroem_.n_components_
         self.dof_ = self.nystroem_.dof_

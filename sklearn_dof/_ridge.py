@@ -76,13 +76,15 @@ class _LinearProblem:
     :class:`FeatureBlocks`, reduced block by block (:func:`normal_equations`).
 
     When the blocks are the kernel blocks ``K(x, I)`` and ``features.basis``
-    is ``N = K(I, I)^{+1/2}`` with ``Phi = K N``, the Gram matrix is
-    accumulated in the kernel basis, ``G = K_c^T S K_c``, one symmetric
-    rank-``n`` update (``n p^2`` flops), and mapped once,
-    ``Phi_c^T S Phi_c = N^T G N`` (``O(p^3)``): the ``n p^2`` flops of
-    forming ``K N`` row by row are saved.  That map is exact up to rounding,
-    but the rounding of ``G`` is amplified by ``||N||^2 =
-    1 / lambda_min(K(I, I))``, which can exceed a small penalty; so
+    is a map ``N`` with ``N N^T = K(I, I)^+`` and ``Phi = K N`` (the inverse
+    Cholesky factor ``R^{-1}``, or ``K(I, I)^{+1/2}``; see
+    ``_nystroem._LandmarkBasis``), the Gram matrix is accumulated in the
+    kernel basis, ``G = K_c^T S K_c``, one symmetric rank-``n`` update
+    (``n p^2`` flops), and mapped once, ``Phi_c^T S Phi_c = N^T G N``
+    (``O(p^3)``): the ``n p^2`` flops of forming ``K N`` row by row are
+    saved.  That map is exact up to rounding, but the rounding of ``G`` is
+    amplified by ``||N||^2 = 1 / lambda_min(K(I, I))``, which can exceed a
+    small penalty; so
     :meth:`solve` refines the Cholesky solution by preconditioned conjugate
     gradients on the exact operator ``w -> N^T K_c^T S K_c N w + alpha w``,
     one pass over the kernel blocks (``O(n p)`` beyond the kernel) per step.
@@ -157,7 +159,7 @@ class _LinearProblem:
         """``(Phi_c^T S Phi_c + alpha I) V`` for ``Phi = K N``, by one pass
         over the kernel blocks ``K`` (never ``K N``)."""
         self.refine_passes += 1
-        U = self.basis @ V
+        U = self.basis.map(V)
         m = self._kernel_offset
         shift = m @ U
         unit = bool(np.all(self.sw == 1))
@@ -169,7 +171,7 @@ class _LinearProblem:
             return K_b.T @ Z, Z.sum(axis=0)
 
         KtSZ, SZ = self.features.reduce(statistic, self.sw)
-        return self.basis.T @ (KtSZ - np.outer(m, SZ)) + alpha * V
+        return self.basis.map_t(KtSZ - np.outer(m, SZ)) + alpha * V
 
     def _refine(self, W, alpha, precondition):
         """Preconditioned conjugate gradients from ``W``, one column per target.
@@ -208,9 +210,8 @@ class _LinearProblem:
 
 def _to_basis(N, gram, rhs, offset):
     """``N^T G N``, ``N^T b`` and ``m N``: sums over kernel blocks ``K`` in
-    the basis of the features ``K N``."""
-    NtGN = N.T @ (gram @ N)
-    return 0.5 * (NtGN + NtGN.T), N.T @ rhs, offset @ N
+    the basis of the features ``K N`` (``N`` a ``_LandmarkBasis``)."""
+    return N.congruence(gram), N.map_t(rhs), N.map_t(offset)
 
 
 def _ridge_solver(gram, alpha, exact=True):
@@ -265,16 +266,9 @@ def _ridge_inverse(eigvals, alphas):
     return np.where(on_range, 1.0 / (clipped + alphas), 0.0)
 
 
-def _shape_coef(W, intercept, y_ndim, rotation):
-    """Ridge's conventions: coef_ (p,) or (k, p); intercept_ scalar or (k,).
-
-    ``W`` is in the triangular basis of the feature blocks; ``rotation.T``
-    maps it to the basis of ``nystroem_.transform``.
-    """
-    W = rotation.T @ W
-    if y_ndim == 1:
-        return W[:, 0].copy(), intercept[0]
-    return W.T.copy(), intercept
+def _shape_coef(W, y_ndim):
+    """Ridge's convention for coefficients ``W`` (p, k): (p,) or (k, p)."""
+    return W[:, 0].copy() if y_ndim == 1 else W.T.copy()
 
 
 class _DoFRidgeMixin(_NystroemFeaturesMixin):
@@ -298,15 +292,40 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
         return X, y, sample_weight
 
     def _set_coef(self, W, problem, y, features):
-        """``coef_``, ``intercept_`` and ``dual_coef_`` from the solution ``W``
-        in the triangular basis of the feature blocks."""
-        self.coef_, intercept = _shape_coef(
-            W, problem.intercept(W), y.ndim, features.rotation
-        )
-        self.intercept_ = intercept if self.fit_intercept else 0.0
+        """``dual_coef_``, ``intercept_`` (and ``coef_``) from the solution
+        ``W`` in the basis of the feature blocks."""
+        intercept = problem.intercept(W)
+        if not self.fit_intercept:
+            self.intercept_ = 0.0
+        else:
+            self.intercept_ = intercept[0] if y.ndim == 1 else intercept
+        basis = features.basis
+        if basis is not None and basis.cholesky is not None:
+            # Features K(x, I) R^{-1}: the landmark weights are R^{-1} W, and
+            # coef_ waits for normalization_, which this route never needs.
+            self.dual_coef_ = _shape_coef(basis.map(W), y.ndim)
+            self._coef = None
+            return
+        # The triangular basis: rotation.T maps W to nystroem_.transform's
+        # (the identity for the basis normalization_.T itself).
+        self._coef = _shape_coef(features.rotation.T @ W, y.ndim)
         # transform(X) @ coef_.T = K(X, I) @ (coef_ @ normalization_).T: the
         # landmark weights make a prediction cost O(p) per row, not O(p^2).
-        self.dual_coef_ = self.coef_ @ self.nystroem_.normalization_.astype(np.float64)
+        self.dual_coef_ = self._coef @ self.nystroem_.normalization_.astype(np.float64)
+
+    @property
+    def coef_(self):
+        # Documented in the class Attributes.  From dual_coef_ when the fit
+        # worked in the kernel basis: transform(X) = K(X, I) N_s with the
+        # symmetric N_s = K(I, I)^{+1/2}, so coef_ = dual_coef_ K(I, I) N_s
+        # gives the same predictions, coef_ @ N_s = dual_coef_ on the span
+        # of K(I, I).
+        check_is_fitted(self, "dual_coef_")
+        if self._coef is not None:
+            return self._coef
+        nystroem = self.nystroem_
+        gram = nystroem._landmark_gram().astype(np.float64, copy=False)
+        return (self.dual_coef_ @ gram) @ nystroem.normalization_.astype(np.float64)
 
     @_dask.chunkwise
     def predict(self, X):

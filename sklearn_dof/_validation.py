@@ -170,15 +170,16 @@ def check_kernel_is_psd(kernel):
         )
 
 
-def check_landmark_gram(gram, kernel, eigvals=None):
+def check_landmark_gram(gram, kernel, eigvals=None, positive_definite=False):
     """Warn when the landmark block ``K(I, I)`` is not symmetric PSD.
 
     Always warns for a kernel of :data:`NON_PSD_KERNELS`; otherwise when the
     block is clearly asymmetric or has an eigenvalue below
     ``-sqrt(eps) * max |eigenvalue|``.  ``eigvals``: those of the symmetric
-    part, when the caller has them; else a Cholesky factorisation of the
-    slightly shifted block rules a negative one out in ``p^3 / 3`` flops,
-    and the eigenvalues are computed only when it fails.
+    part, when the caller has them; ``positive_definite``: the caller has
+    factored the symmetric part by Cholesky; else a Cholesky factorisation
+    of the slightly shifted block rules a negative eigenvalue out in
+    ``p^3 / 3`` flops, and the eigenvalues are computed only when it fails.
     """
     gram = np.asarray(gram)
     if gram.size == 0:
@@ -198,6 +199,8 @@ def check_landmark_gram(gram, kernel, eigvals=None):
     sym = 0.5 * (gram + gram.T).astype(np.float64)
     known = isinstance(kernel, str) and kernel in NON_PSD_KERNELS
     if eigvals is None and not known:
+        if positive_definite:
+            return
         shift = tol * max(float(np.abs(np.diag(sym)).max()), np.finfo(float).tiny)
         try:
             linalg.cholesky(sym + shift * np.eye(sym.shape[0]), check_finite=False)

@@ -7,6 +7,7 @@ from sklearn_dof import (
     estimate_degrees_of_freedom,
     leverage_score_bounds,
 )
+from sklearn_dof._dof import _landmark_dof, _uniform_landmark_dof
 from sklearn_dof._sampling import PartialCholesky
 from sklearn_dof.datasets import make_periodic_spline
 
@@ -134,3 +135,18 @@ def test_estimate_is_exact_with_all_columns():
     exact = degrees_of_freedom(K, 0.5)
     np.testing.assert_allclose(est.leverage_scores, exact.leverage_scores, atol=1e-8)
     np.testing.assert_allclose(est.lower, est.upper, atol=1e-8)
+
+
+@pytest.mark.parametrize("alpha", [1e-6, 1e-2, 10.0])
+def test_uniform_landmark_dof_by_cholesky_matches_eigenvalues(alpha):
+    # (n / p) K(I, I) stands for the Gram matrix of the features; its
+    # shrinkage from one Cholesky factorisation or from the spectrum.
+    K = rbf_kernel(np.random.RandomState(0).randn(120, 6), gamma=0.2)
+    n, p = 3000, K.shape[0]
+    eigvals, eigvecs = np.linalg.eigh(K)
+    spectrum = (n / p) * eigvals
+    scores = (eigvecs**2) @ (eigvals / (spectrum + alpha))
+    expected = _landmark_dof(scores, spectrum, alpha, n)
+    d_max, d_eff, d_ave = _uniform_landmark_dof(K, alpha, n)
+    np.testing.assert_allclose([d_max, d_eff, d_ave], expected, rtol=1e-9)
+    assert d_ave <= d_eff <= d_max

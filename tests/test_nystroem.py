@@ -11,6 +11,7 @@ from sklearn.metrics.pairwise import pairwise_kernels, rbf_kernel
 from sklearn.pipeline import make_pipeline
 
 from sklearn_dof import DoFNystroem, degrees_of_freedom
+from sklearn_dof._nystroem import PINV_RTOL, _landmark_cholesky, _LandmarkBasis
 from sklearn_dof.datasets import make_periodic_spline
 
 
@@ -206,3 +207,57 @@ def test_auto_uniform_landmarks_are_the_fixed_rank_ones():
         gamma=0.5, alpha=10.0, n_components=auto.n_components_, random_state=7
     ).fit(X)
     np.testing.assert_array_equal(auto.component_indices_, fixed.component_indices_)
+
+
+def test_landmark_cholesky_only_for_well_conditioned_blocks():
+    X = np.random.RandomState(0).randn(200, 8)
+    K = rbf_kernel(X, gamma=0.5)
+    R = _landmark_cholesky(K)
+    np.testing.assert_allclose(R.T @ R, K, atol=1e-12)
+    assert np.array_equal(R, np.triu(R))
+    # A duplicated landmark makes K(I, I) singular; a very smooth kernel
+    # gives eigenvalues that the pseudo-inverse would drop (below PINV_RTOL).
+    assert _landmark_cholesky(rbf_kernel(np.r_[X, X[:1]], gamma=0.5)) is None
+    smooth = rbf_kernel(X[:, :2], gamma=1e-2)
+    eigvals = np.linalg.eigvalsh(smooth)
+    assert eigvals.min() < PINV_RTOL * eigvals.max()
+    assert _landmark_cholesky(smooth) is None
+
+
+@pytest.mark.parametrize("kind", ["cholesky", "matrix"])
+def test_landmark_basis_applies_its_map(kind):
+    rng = np.random.RandomState(1)
+    K = rbf_kernel(rng.randn(60, 5), gamma=0.3)
+    R = _landmark_cholesky(K)
+    if kind == "cholesky":
+        basis, N = _LandmarkBasis(cholesky=R), np.linalg.inv(R)
+    else:
+        N = rng.randn(60, 60)
+        basis = _LandmarkBasis(matrix=N)
+    # Either way N N^T is the inverse of K(I, I) only for the Cholesky map;
+    # the operations are those of the matrix N.
+    G = rng.randn(60, 60)
+    G = G @ G.T
+    V = rng.randn(60, 3)
+    np.testing.assert_allclose(basis.map(V), N @ V, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(basis.map_t(V), N.T @ V, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(basis.map_t(V[:, 0]), N.T @ V[:, 0], rtol=1e-10)
+    NtGN = basis.congruence(G)
+    np.testing.assert_array_equal(NtGN, NtGN.T)
+    np.testing.assert_allclose(NtGN, N.T @ G @ N, rtol=1e-9, atol=1e-9)
+    if kind == "cholesky":
+        np.testing.assert_allclose(N @ N.T, np.linalg.inv(K), rtol=1e-8)
+
+
+def test_standalone_transformer_computes_normalization_at_fit(data):
+    # Only the estimators that fit in the kernel basis defer the map: a
+    # transform of a fitted DoFNystroem must not change its state.
+    X, _ = data
+    nys = DoFNystroem(alpha=1.0, gamma=0.5, n_components=50, random_state=0).fit(X)
+    assert nys._normalization is not None and nys._landmark_cholesky is None
+    state = dict(vars(nys))
+    nys.transform(X)
+    assert vars(nys).keys() == state.keys()
+    assert all(vars(nys)[key] is value for key, value in state.items())
+    with pytest.raises(AttributeError):
+        DoFNystroem().normalization_

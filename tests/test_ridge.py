@@ -476,16 +476,22 @@ def wide_data():
 @pytest.mark.parametrize("lam", [1e-2, 1e-6, 1e-10, 1e-13])
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("basis", ["cholesky", "pseudo-inverse"])
 def test_kernel_basis_solve_matches_ridge_on_features(
-    wide_data, lam, fit_intercept, weighted
+    wide_data, lam, fit_intercept, weighted, basis
 ):
     X, y, sw = wide_data
     sw = sw if weighted else None
     alpha = X.shape[0] * lam
-    params = dict(alpha=alpha, gamma=0.05, n_components=400, random_state=0)
+    # gamma=0.05: K(I, I) is too ill-conditioned for Cholesky (reciprocal
+    # condition below PINV_RTOL) and the basis is normalization_.T; at 0.3
+    # the fit factors K(I, I) and leaves normalization_ for later.
+    gamma = 0.3 if basis == "cholesky" else 0.05
+    params = dict(alpha=alpha, gamma=gamma, n_components=400, random_state=0)
     model = DoFKernelRidge(fit_intercept=fit_intercept, **params).fit(
         X, y, sample_weight=sw
     )
+    assert (model.nystroem_._normalization is None) == (basis == "cholesky")
     nystroem = DoFNystroem(**params).fit(X)
     Phi = nystroem.transform(X)
     ridge = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="svd")
@@ -496,10 +502,43 @@ def test_kernel_basis_solve_matches_ridge_on_features(
     # smallest penalties rounding swamps it and the fit forms the features,
     # without spending every pass allowed to find out.
     assert 1 <= model._n_refine_passes <= _ridge.REFINE_MAX_PASSES
-    if lam >= 1e-6:
+    if basis == "cholesky":
+        assert model._refined and model._n_refine_passes <= 3
+    elif lam >= 1e-6:
         assert model._refined and model._n_refine_passes <= 5
-    if lam <= 1e-10:
+    else:
         assert not model._refined and model._n_refine_passes <= 3
+
+
+def test_cholesky_basis_defers_normalization(wide_data):
+    X, y, _ = wide_data
+    params = dict(alpha=1.5, gamma=0.3, n_components=400, random_state=0)
+    model = DoFKernelRidge(**params).fit(X, y)
+    nystroem = model.nystroem_
+    predictions = model.predict(X)
+    # Neither fit nor predict needs K(I, I)^{+1/2}, and the fitted model
+    # keeps no p x p matrix: its pickle holds the landmarks and p weights
+    # per target (400 x (4 + 2) floats), not the 400 x 400 map.
+    assert nystroem._normalization is None and nystroem._landmark_cholesky is None
+    assert len(pickle.dumps(model)) < 8 * 400 * 400 / 4
+    served = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(served.predict(X), predictions)
+    # On demand, normalization_ is the transformer's own, and coef_ the
+    # weights of its features that give the same predictions.
+    reference = DoFNystroem(**params).fit(X)
+    np.testing.assert_array_equal(nystroem.normalization_, reference.normalization_)
+    np.testing.assert_array_equal(nystroem.transform(X), reference.transform(X))
+    Phi = reference.transform(X)
+    np.testing.assert_allclose(
+        Phi @ served.coef_.T + served.intercept_, predictions, atol=1e-8
+    )
+    ridge = Ridge(alpha=1.5, solver="svd").fit(Phi, y)
+    np.testing.assert_allclose(served.coef_, ridge.coef_, rtol=1e-6, atol=1e-8)
+    # The rough fixed-rank d.o.f. come from a Cholesky factor instead of the
+    # eigenvalues: the same numbers.
+    assert model.dof_ == pytest.approx(reference.dof_, rel=1e-9)
+    assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
+    assert nystroem.averaged_dof_ == pytest.approx(reference.averaged_dof_, rel=1e-9)
 
 
 def test_kernel_basis_falls_back_to_the_features(wide_data, monkeypatch):
