@@ -25,7 +25,7 @@ from scipy import linalg
 from sklearn.utils import Bunch, check_random_state
 
 from sklearn_dof import DegreesOfFreedom
-from sklearn_dof._sampling import PartialCholesky
+from sklearn_dof._sampling import PartialCholesky, _matrix_columns
 from sklearn_dof.datasets import make_periodic_spline, periodic_spline_kernel
 
 # The paper's lambda range, wide enough that the optimum of every periodic
@@ -248,7 +248,7 @@ def nested_factor(K, n_pivots, *, sampling="uniform", random_state=None):
     """
     n = K.shape[0]
     n_pivots = min(n_pivots, n)
-    chol = PartialCholesky(lambda idx: K[:, idx], np.diag(K).copy())
+    chol = PartialCholesky(_matrix_columns(K), np.diag(K).copy())
     if sampling == "uniform":
         order = check_random_state(random_state).permutation(n)
     elif sampling != "pivoted":

@@ -466,17 +466,19 @@ class DaskPartialCholesky(PartialCholesky):
     ``G`` (``n x r``) is a list of column blocks, row-chunked like ``X`` and
     persisted; the residual diagonal is a numpy vector, updated from the
     squared norms of each new block's rows (an ``n``-vector per update).
-    Everything else is the in-memory class: the Schur complement update of
-    :meth:`add` works on dask arrays as written, and so do the greedy,
-    randomly pivoted and leverage rules, which read the residual.  A greedy
-    pivot costs one kernel column, i.e. one pass over ``X``: ``p`` pivots
-    are ``p`` passes.
+    The Schur complement update of :meth:`add` takes the residual columns
+    ``K(:, B) - G G_B^T`` as one dask array (the in-memory class computes
+    them by blocks of rows); everything else is the in-memory class, the
+    greedy, randomly pivoted and leverage rules included, which read the
+    residual.  A greedy pivot costs one kernel column, i.e. one pass over
+    ``X``: ``p`` pivots are ``p`` passes.
     """
 
     def __init__(self, columns, diagonal, chunks, rtol=DEFAULT_RTOL):
         super().__init__(columns, diagonal, rtol)
         self._chunks = tuple(chunks)
         self._blocks = []
+        self._pending = None  # (indices, residual columns) of add's block
 
     @property
     def factor(self):
@@ -490,8 +492,27 @@ class DaskPartialCholesky(PartialCholesky):
             return self._blocks[0]
         return da.concatenate(self._blocks, axis=1).rechunk({1: -1})
 
-    def _append(self, new_columns):
+    def _residual_columns(self, indices):
+        S = self._columns(indices)
+        if self._rank:
+            G = self.factor
+            S = S - G @ G[indices].T
+        return S
+
+    def _pivot_block(self, indices):
+        # The whole residual block is kept for _append: the cluster evaluates
+        # the kernel columns once, and only the B x B part comes back.
+        S = self._residual_columns(indices)
+        self._pending = (indices, S)
+        return np.asarray(S[indices].compute())
+
+    def _append(self, indices, transform):
         da = _dask().array
+        pending, S = self._pending or (None, None)
+        self._pending = None
+        if pending is None or not np.array_equal(pending, indices):
+            S = self._residual_columns(indices)  # a greedy pivot's column
+        new_columns = S @ transform.astype(S.dtype, copy=False)
         new = da.asarray(new_columns).rechunk({0: self._chunks, 1: -1})
         new = new.astype(self.diagonal.dtype, copy=False).persist()
         self._blocks.append(new)

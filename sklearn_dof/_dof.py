@@ -20,10 +20,11 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from . import _dask
+from ._blocks import row_batch_size
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._validation import (
     check_factor,
@@ -158,15 +159,22 @@ def _quadratic_forms(G, A):
     """diag(G A^-1 G^T) for a symmetric positive definite A, in O(n r^2)."""
     if _dask.is_dask_array(G):  # row chunks on a Dask cluster: this, per chunk
         return _dask.quadratic_forms(G, A)
-    # With A = C C^T, the forms are the squared row norms of G C^-T: one
-    # GEMM on G's rows (no transposed copy of G, no second n x r temporary).
-    # A >= alpha I keeps the triangular inverse accurate enough for scores.
+    # With A = C C^T, the forms are the squared row norms of G C^-T, a
+    # triangular product.  A >= alpha I keeps the triangular inverse
+    # accurate enough for scores.
     C = linalg.cholesky(A, lower=True, check_finite=False)
     C_inv = linalg.solve_triangular(
         C, np.eye(A.shape[0], dtype=A.dtype), lower=True, check_finite=False
     )
-    Z = G @ C_inv.T
-    return np.einsum("ij,ij->i", Z, Z)
+    trmm = linalg.get_blas_funcs("trmm", (C_inv,))
+    forms = np.empty(G.shape[0])
+    # Row blocks that the allocator reuses: no n x r temporary, whose first
+    # touch costs more than the product on machines that back memory lazily.
+    for rows in gen_batches(G.shape[0], row_batch_size(*G.shape)):
+        # (G_b C^-T)^T = C^-1 G_b^T, in place in a float64 copy of G_b^T.
+        Zt = trmm(1.0, C_inv, G[rows].astype(np.float64).T, lower=1, overwrite_b=1)
+        forms[rows] = np.einsum("ij,ij->j", Zt, Zt)
+    return forms
 
 
 def _averaged_dof(chol, alpha, n, uniform):

@@ -227,11 +227,12 @@ class KernelColumns:
         diag = np.asarray(diag, dtype=self.dtype).ravel()
         return check_kernel_values(diag, self.kernel)
 
-    def columns(self, indices):
-        """The n x len(indices) block K(X, X[indices])."""
+    def columns(self, indices, rows=None):
+        """The block K(X[rows], X[indices]), all rows by default."""
         indices = np.asarray(indices, dtype=np.intp)
         landmarks = indices if self.kernel == "precomputed" else self.X[indices]
-        return kernel_block(self.X, landmarks, self.kernel, self.params, self.n_jobs)
+        X = self.X if rows is None else self.X[rows]
+        return kernel_block(X, landmarks, self.kernel, self.params, self.n_jobs)
 
     def rows(self, indices):
         """The training rows ``X[indices]`` (landmark points)."""

@@ -251,6 +251,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Indices of the landmarks in the training set.
     normalization_ : ndarray of shape (n_components_, n_components_)
         ``K(I, I)^{+1/2}``; ``transform(X) = K(X, I) @ normalization_.T``.
+        Computed at fit; inside :class:`~sklearn_dof.DoFKernelRidge`, which
+        fits on a Cholesky factor of ``K(I, I)`` instead, on first use.
     dof_ : float
         Estimated maximal marginal degrees of freedom ``d_max``.  With
         ``"auto"``, from the doubling estimate over all rows; with an int

@@ -371,11 +371,16 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     .. math:: (\\Phi^T S \\Phi + \\alpha I) w = \\Phi^T S y,
 
     (``S`` the diagonal of sample weights, ``Phi`` and ``y`` centred when
-    ``fit_intercept``).  ``Phi`` is never formed: with ``N = K(I, I)^{+1/2}``,
+    ``fit_intercept``).  ``Phi`` is never formed: any ``N`` with
+    ``N N^T = K(I, I)^+`` gives the same ``L`` and the same predictions,
     ``Phi^T S Phi = N^T (K_{:I}^T S K_{:I}) N``, and the kernel-basis sum is
     one symmetric rank-``n`` update over blocks of rows (``n p^2`` flops, the
-    cost of the Gram matrix alone).  Its rounding, amplified by ``N``, is
-    removed by refining the Cholesky solution with a few preconditioned
+    cost of the Gram matrix alone).  ``N = R^{-1}`` for the Cholesky factor
+    ``K(I, I) = R^T R`` (``p^3 / 3`` flops) when ``K(I, I)`` is numerically
+    positive definite, else the pseudo-inverse square root of
+    :class:`~sklearn_dof.DoFNystroem` (an eigendecomposition, about
+    ``9 p^3``).  The rounding of the sum, amplified by ``N``, is removed by
+    refining the Cholesky solution with a few preconditioned
     conjugate-gradient passes over the kernel blocks (``O(n p)`` each); at a
     penalty below that rounding the fit forms the features instead.  The fit
     costs ``O(n p^2)`` time and ``O(p^2 + b p)`` memory for blocks of ``b``
@@ -428,9 +433,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     Attributes
     ----------
     nystroem_ : DoFNystroem
-        The fitted feature map.
+        The fitted feature map.  After a fit on the Cholesky factor (see
+        above) its ``normalization_`` is computed on first use: prediction
+        never needs it, and the fitted model holds no ``p x p`` matrix.
     coef_ : ndarray of shape (n_components_,) or (n_targets, n_components_)
-        Weights of the features.
+        Weights of the features ``nystroem_.transform(X)``; after a fit on
+        the Cholesky factor, computed from ``dual_coef_`` on each access.
     dual_coef_ : ndarray of shape (n_components_,) or \
             (n_targets, n_components_)
         Weights of the landmarks, ``coef_ @ nystroem_.normalization_``:

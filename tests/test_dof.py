@@ -8,7 +8,7 @@ from sklearn_dof import (
     leverage_score_bounds,
 )
 from sklearn_dof._dof import _landmark_dof, _uniform_landmark_dof
-from sklearn_dof._sampling import PartialCholesky
+from sklearn_dof._sampling import PartialCholesky, _matrix_columns
 from sklearn_dof.datasets import make_periodic_spline
 
 from .conftest import load_shared
@@ -51,7 +51,7 @@ def test_bounds_bracket_exact_leverage_scores(sampling, n_columns):
     data = make_periodic_spline(300, beta=2, random_state=1)
     K, alpha = data.K, 300 * 1e-4
     exact = degrees_of_freedom(K, alpha).leverage_scores
-    chol = PartialCholesky(lambda idx: K[:, idx], np.diag(K).copy())
+    chol = PartialCholesky(_matrix_columns(K), np.diag(K).copy())
     if sampling == "uniform":
         chol.add(np.random.RandomState(0).permutation(300)[:n_columns])
     else:
