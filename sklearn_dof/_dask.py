@@ -492,6 +492,14 @@ class DaskPartialCholesky(PartialCholesky):
             return self._blocks[0]
         return da.concatenate(self._blocks, axis=1).rechunk({1: -1})
 
+    def reserve(self, rank):
+        pass  # the factor's blocks live on the workers, appended as they come
+
+    def gram(self):
+        # Lazy: summed in the graph of its consumer (quadratic_forms).
+        G = self.factor.astype(np.float64)
+        return G.T @ G
+
     def _residual_columns(self, indices):
         S = self._columns(indices)
         if self._rank:

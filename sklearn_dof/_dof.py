@@ -187,17 +187,16 @@ def _averaged_dof(chol, alpha, n, uniform):
         spectrum = (n / len(chol.pivots)) * linalg.eigvalsh(G_I.T @ G_I)
     else:
         # Chosen columns: eig L <= eig K, a lower bound on d_ave.
-        G = chol.factor.astype(np.float64)
-        spectrum = linalg.eigvalsh(G.T @ G)
+        spectrum = linalg.eigvalsh(np.asarray(chol.gram()))
     return float((_shrinkage(spectrum, alpha) ** 2).sum())
 
 
 def _lower_bounds(chol, alpha):
     """``diag L (L + alpha I)^-1`` alone, the lower bounds of the scores."""
-    G = chol.factor.astype(np.float64, copy=False)
+    G = chol.factor
     if G.shape[1] == 0:
         return np.zeros(G.shape[0])
-    return _quadratic_forms(G, G.T @ G + alpha * np.eye(G.shape[1]))
+    return _quadratic_forms(G, chol.gram() + alpha * np.eye(G.shape[1]))
 
 
 def _landmark_dof(landmark_scores, spectrum, alpha, n_samples):
@@ -522,8 +521,14 @@ def _column_rule(chol, sampling, n, random_state, alpha=None):
         def grow(p):
             chol.add(order[len(chol.pivots) : p])
 
-    grow.order = order
-    return grow
+    def reserving_grow(p):
+        # One allocation of the factor per call, not one per doubling of
+        # its capacity: fresh memory is slow to touch on some machines.
+        chol.reserve(min(p, n))
+        grow(p)
+
+    reserving_grow.order = order
+    return reserving_grow
 
 
 def _add_leverage_samples(chol, p, alpha, rng):

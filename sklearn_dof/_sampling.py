@@ -77,6 +77,7 @@ class PartialCholesky:
         n = self.diagonal.shape[0]
         self._G = np.empty((n, 0), dtype=self.diagonal.dtype)
         self._rank = 0
+        self._gram = None
         self.pivots = []
 
     @property
@@ -86,6 +87,14 @@ class PartialCholesky:
     @property
     def rank(self):
         return self._rank
+
+    def gram(self):
+        """``G^T G`` in float64, computed once per rank (the stopping rule
+        and the final estimate of a round both need it)."""
+        if self._gram is None or self._gram.shape[0] != self._rank:
+            G = self.factor.astype(np.float64, copy=False)
+            self._gram = G.T @ G
+        return self._gram
 
     def reserve(self, rank):
         """Make room for a factor of ``rank`` columns (one copy at most)."""
