@@ -3,8 +3,9 @@
 Persisting and serving a model
 ==============================
 
-A fitted sklearn-dof model holds its landmarks, a ``p x p`` matrix and the
-coefficients, nothing that grows with the number of training points.  This
+A fitted sklearn-dof model holds its landmarks and coefficients (and, unless
+it fitted on a Cholesky factor of the landmark block, a ``p x p`` matrix),
+nothing that grows with the number of training points.  This
 example saves one with :mod:`joblib` (or :mod:`pickle`), loads it back,
 measures what a server pays per request, and shows the safer ``skops``
 format.
@@ -75,11 +76,14 @@ plt.show()
 
 # %%
 # The exact model grows linearly with ``n``.  The low-rank one depends on its
-# rank ``p`` only: ``p`` landmarks of ``d`` features, the ``p x p`` map
-# ``normalization_`` and ``p`` coefficients, about ``8 p (p + d)`` bytes in
-# float64.  For small ``n`` the exact model can be the smaller of the two (the
-# ``p x p`` map dominates); a rank of several thousands gives pickles of
-# hundreds of megabytes.
+# rank ``p`` only: ``p`` landmarks of ``d`` features and ``p`` landmark
+# weights, about ``8 p (d + 1)`` bytes in float64.  ``DoFKernelRidge`` fits on
+# a Cholesky factor of the landmark block when it is numerically positive
+# definite and does not keep the ``p x p`` map ``nystroem_.normalization_``,
+# which prediction does not need; when the block is too ill-conditioned for
+# Cholesky (or for ``DoFKernelRidgeCV`` and the logistic estimator) the map is
+# stored, ``8 p (p + d)`` bytes, and a rank of several thousands gives
+# pickles of hundreds of megabytes.
 #
 # Save, load, predict
 # -------------------
