@@ -172,7 +172,8 @@ def _quadratic_forms(G, A):
     # touch costs more than the product on machines that back memory lazily.
     for rows in gen_batches(G.shape[0], row_batch_size(*G.shape)):
         # (G_b C^-T)^T = C^-1 G_b^T, in place in a float64 copy of G_b^T.
-        Zt = trmm(1.0, C_inv, G[rows].astype(np.float64).T, lower=1, overwrite_b=1)
+        Gt = np.array(G[rows].T, dtype=np.float64, order="F")
+        Zt = trmm(1.0, C_inv, Gt, lower=1, overwrite_b=1)
         forms[rows] = np.einsum("ij,ij->j", Zt, Zt)
     return forms
 
@@ -453,6 +454,14 @@ def _estimate_from_access(
     if not isinstance(sampling, str):  # given landmarks: all of them, once
         n_columns = len(sampling)
     schedule = [min(n_columns, n)] if n_columns is not None else doubling_schedule(n)
+    # Address space for the rounds to come, reserved once: the factor is
+    # column-major, so columns never written cost no memory, and no round
+    # copies the factor into a larger one (which would touch fresh memory).
+    itemsize = np.dtype(chol.diagonal.dtype).itemsize
+    # (At most n / 16 columns: a rank beyond that is no low rank, and the
+    # reservation must stay far from the n x n matrix.)
+    room = min(n // 16, _RESERVE_BYTES // (n * itemsize))
+    chol.reserve(min(n, max(schedule[0], room)))
     previous = None
     uniform = isinstance(sampling, str) and sampling == "uniform"
     for p in schedule:
@@ -472,6 +481,11 @@ def _estimate_from_access(
     else:
         dof.d_ave = _averaged_dof(chol, alpha, n, uniform)
     return dof, chol, grow
+
+
+# Address space reserved for the factor of the doubling estimate (see
+# _estimate_from_access); only the columns written take memory.
+_RESERVE_BYTES = 2**30
 
 
 def doubling_schedule(n, start=32):

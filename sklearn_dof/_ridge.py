@@ -95,8 +95,11 @@ class _LinearProblem:
         Targets (not centred).
     sw : ndarray of shape (n,)
         Sample weights (ones when none were given).
-    gram : ndarray of shape (p, p)
-        ``Phi_c^T S Phi_c`` of the centred features.
+    gram : ndarray of shape (p, p) or None
+        ``Phi_c^T S Phi_c`` of the centred features; None in the kernel
+        basis, whose sum is ``kernel_gram``.
+    kernel_gram : ndarray of shape (p, p)
+        ``G = K_c^T S K_c``, only in the kernel basis.
     rhs : ndarray of shape (p, k)
         ``Phi_c^T S y_c``.
     Phi_offset, y_offset : ndarrays of shape (p,) and (k,)
@@ -124,17 +127,21 @@ class _LinearProblem:
             # mean kernel row is the largest direction of G, and its share
             # of the rounding, amplified by N, would swamp the rest.  It is
             # added back exactly, as a rank-one term in the features' basis.
-            gram, rhs, mean, y_mean = normal_equations(features, y, sw, True)
-            gram, rhs, offset = _to_basis(self.basis, gram, rhs, mean)
+            self.kernel_gram, rhs, mean, y_mean = normal_equations(
+                features, y, sw, True
+            )
+            rhs, offset = self.basis.map_t(rhs), self.basis.map_t(mean)
+            self._rank_one = None
             if fit_intercept:
                 self._kernel_offset, self.y_offset = mean, y_mean
             else:
                 total = sw.sum()
-                gram += total * np.outer(offset, offset)
                 rhs += total * np.outer(offset, y_mean)
+                self._rank_one = (total, offset)
                 self._kernel_offset = np.zeros_like(mean)
                 self.y_offset = np.zeros_like(y_mean)
                 offset = np.zeros_like(offset)
+            gram = None
         self.gram, self.rhs, self.Phi_offset = gram, rhs, offset
         self.refine_passes = 0
 
@@ -144,12 +151,41 @@ class _LinearProblem:
         Returns None when the features are in the kernel basis and the
         refinement did not converge (see :class:`_LinearProblem`).
         """
-        solve = _ridge_solver(self.gram, alpha, exact=self.basis is None)
-        W = solve(self.rhs)
         self.refine_passes = 0
         if self.basis is None:
-            return W
-        return self._refine(W, alpha, solve)
+            return _ridge_solver(self.gram, alpha)(self.rhs)
+        solve = self._preconditioner(alpha)
+        return self._refine(solve(self.rhs), alpha, solve)
+
+    def _preconditioner(self, alpha):
+        """``rhs -> (Phi_c^T S Phi_c + alpha I)^-1 rhs``, exact up to the
+        rounding of the kernel-basis sum ``G``.
+
+        In the Cholesky basis, one factorisation of ``G + alpha K(I, I)``
+        (:meth:`_LandmarkBasis.ridge_solver`); otherwise, or when rounding
+        makes that matrix indefinite, ``G`` mapped to the features' basis.
+        Without intercept the uncentred Gram matrix is the centred one plus
+        ``t o o^T`` (``t`` the total weight, ``o`` the mean feature row),
+        added by the Sherman-Morrison formula, never to ``G`` itself.
+        """
+        solve = self.basis.ridge_solver(self.kernel_gram, alpha)
+        if solve is None:
+            gram = self.basis.congruence(self.kernel_gram)
+            if self._rank_one is not None:
+                total, offset = self._rank_one
+                gram += total * np.outer(offset, offset)
+            return _ridge_solver(gram, alpha, exact=False)
+        if self._rank_one is None:
+            return solve
+        total, offset = self._rank_one
+        u = solve(offset)
+        scale = total / (1.0 + total * float(offset @ u))
+
+        def sherman_morrison(rhs):
+            Z = solve(rhs)
+            return Z - np.multiply.outer(u, scale * (offset @ Z))
+
+        return sherman_morrison
 
     def intercept(self, W):
         """Intercept of the weights ``W`` (p, k), of shape (k,)."""
@@ -206,12 +242,6 @@ class _LinearProblem:
             P = Z + ratio * P
             rz = rz_next
         return W
-
-
-def _to_basis(N, gram, rhs, offset):
-    """``N^T G N``, ``N^T b`` and ``m N``: sums over kernel blocks ``K`` in
-    the basis of the features ``K N`` (``N`` a ``_LandmarkBasis``)."""
-    return N.congruence(gram), N.map_t(rhs), N.map_t(offset)
 
 
 def _ridge_solver(gram, alpha, exact=True):

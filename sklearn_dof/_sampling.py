@@ -75,7 +75,9 @@ class PartialCholesky:
         self.rtol = rtol
         self._scale = max(float(self.residual.max(initial=0.0)), np.finfo(float).tiny)
         n = self.diagonal.shape[0]
-        self._G = np.empty((n, 0), dtype=self.diagonal.dtype)
+        # Column-major: room reserved for columns not yet written costs no
+        # memory, and appending never moves the columns already there.
+        self._G = np.empty((n, 0), dtype=self.diagonal.dtype, order="F")
         self._rank = 0
         self._gram = None
         self.pivots = []
@@ -97,9 +99,13 @@ class PartialCholesky:
         return self._gram
 
     def reserve(self, rank):
-        """Make room for a factor of ``rank`` columns (one copy at most)."""
+        """Make room for a factor of ``rank`` columns (one copy at most).
+
+        The room is address space: the operating system provides the
+        memory of a column when it is first written.
+        """
         if rank > self._G.shape[1]:
-            grown = np.empty((self._G.shape[0], rank), dtype=self._G.dtype)
+            grown = np.empty((self._G.shape[0], rank), dtype=self._G.dtype, order="F")
             grown[:, : self._rank] = self._G[:, : self._rank]
             self._G = grown
 
@@ -131,7 +137,8 @@ class PartialCholesky:
             S = self._columns(indices, rows=rows)
             if self._rank:
                 S -= G[rows] @ G_B
-            block = np.matmul(S, transform, out=new[rows])
+            block = S @ transform
+            new[rows] = block
             self.residual[rows] -= np.einsum("ij,ij->i", block, block, dtype=np.float64)
         self._rank += k
         np.clip(self.residual, 0, None, out=self.residual)

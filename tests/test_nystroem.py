@@ -249,6 +249,22 @@ def test_landmark_basis_applies_its_map(kind):
         np.testing.assert_allclose(N @ N.T, np.linalg.inv(K), rtol=1e-8)
 
 
+def test_landmark_basis_ridge_solver_skips_the_map():
+    rng = np.random.RandomState(2)
+    K = rbf_kernel(rng.randn(60, 5), gamma=0.3)
+    R = _landmark_cholesky(K)
+    N = np.linalg.inv(R)
+    G = rng.randn(200, 60) @ K  # a kernel-basis Gram matrix K^T K
+    G = G.T @ G
+    V = rng.randn(60, 2)
+    solve = _LandmarkBasis(cholesky=R, gram=K).ridge_solver(G, 0.5)
+    expected = np.linalg.solve(N.T @ G @ N + 0.5 * np.eye(60), V)
+    np.testing.assert_allclose(solve(V), expected, rtol=1e-6, atol=1e-8)
+    # Only the Cholesky basis has the shortcut; an indefinite sum has none.
+    assert _LandmarkBasis(matrix=N).ridge_solver(G, 0.5) is None
+    assert _LandmarkBasis(cholesky=R, gram=K).ridge_solver(-G, 0.5) is None
+
+
 def test_standalone_transformer_computes_normalization_at_fit(data):
     # Only the estimators that fit in the kernel basis defer the map: a
     # transform of a fitted DoFNystroem must not change its state.
