@@ -80,11 +80,11 @@ class _LinearProblem:
     Cholesky factor ``R^{-1}``, or ``K(I, I)^{+1/2}``; see
     ``_nystroem._LandmarkBasis``), the Gram matrix is accumulated in the
     kernel basis, ``G = K_c^T S K_c``, one symmetric rank-``n`` update
-    (``n p^2`` flops), and mapped once, ``Phi_c^T S Phi_c = N^T G N``
-    (``O(p^3)``): the ``n p^2`` flops of forming ``K N`` row by row are
-    saved.  That map is exact up to rounding, but the rounding of ``G`` is
-    amplified by ``||N||^2 = 1 / lambda_min(K(I, I))``, which can exceed a
-    small penalty; so
+    (``n p^2`` flops), with ``Phi_c^T S Phi_c = N^T G N``: the ``n p^2``
+    flops of forming ``K N`` row by row are saved, and the ``p x p`` system
+    is solved in ``O(p^3)`` (see :meth:`_preconditioner`).  That is exact up
+    to rounding, but the rounding of ``G`` is amplified by ``||N||^2 =
+    1 / lambda_min(K(I, I))``, which can exceed a small penalty; so
     :meth:`solve` refines the Cholesky solution by preconditioned conjugate
     gradients on the exact operator ``w -> N^T K_c^T S K_c N w + alpha w``,
     one pass over the kernel blocks (``O(n p)`` beyond the kernel) per step.
