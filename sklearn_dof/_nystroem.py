@@ -37,7 +37,6 @@ from ._kernels import (
 from ._rank import AUTO_RANK_BASIS, auto_rank
 from ._sampling import uniform_columns
 from ._validation import (
-    check_kernel_values,
     check_landmark_gram,
     check_penalty_resolution,
 )
@@ -731,23 +730,13 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         check_is_fitted(self, "n_components_")
         if self._normalization is None:
             gram = self._landmark_gram()
-            eigvals, eigvecs, _ = _landmark_eigh(gram)
-            self._normalization = _inverse_sqrt_from_eigh(eigvals, eigvecs).astype(
-                gram.dtype, copy=False
-            )
+            self._normalization = _inverse_sqrt(gram).astype(gram.dtype, copy=False)
         return self._normalization
 
     def _landmark_gram(self):
         """``K(I, I)`` recomputed from the stored landmarks, as at fit."""
-        gram = pairwise_kernels(
-            self.components_,
-            metric=self.kernel,
-            filter_params=True,
-            **self._kernel_params(),
-        )
-        return check_kernel_values(
-            np.asarray(gram, dtype=self.components_.dtype), self.kernel
-        )
+        landmarks = KernelColumns(self.components_, self.kernel, self._kernel_params())
+        return landmarks.landmark_gram(np.arange(self.n_components_))
 
     def _landmarks(self):
         """Landmark rows, or their indices for a precomputed kernel."""

@@ -126,7 +126,8 @@ class _LinearProblem:
             # Summed around the weighted mean even without intercept: the
             # mean kernel row is the largest direction of G, and its share
             # of the rounding, amplified by N, would swamp the rest.  It is
-            # added back exactly, as a rank-one term in the features' basis.
+            # added back exactly, as a rank-one term in the features' basis
+            # (see _preconditioner).
             self.kernel_gram, rhs, mean, y_mean = normal_equations(
                 features, y, sw, True
             )
