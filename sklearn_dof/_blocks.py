@@ -24,6 +24,7 @@ changes nothing else.
 """
 
 import numpy as np
+from scipy.linalg import blas
 from sklearn import get_config
 from sklearn.utils import gen_batches
 
@@ -71,8 +72,60 @@ def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
     return max(1, min(rows, n_samples))
 
 
+class _GramTerm:
+    """``B^T B`` of a block ``B``, added to a running sum by one BLAS syrk.
+
+    ``B.T @ B`` in numpy is a syrk too, but it returns a fresh ``p x p``
+    array with its upper triangle mirrored, which the sum then reads again:
+    per block, two passes over ``p^2`` entries beside the ``b p^2`` flops.
+    Handed the block itself, :func:`_add` updates the sum in place
+    (``beta = 1``) instead.  The sum holds the **lower triangle** only, in
+    Fortran order; :func:`symmetric_from_lower` completes it.
+    """
+
+    __slots__ = ("block",)
+
+    def __init__(self, block):
+        self.block = block
+
+    def add_to(self, total):
+        """``total + B^T B`` (lower triangles), in place when ``total`` is
+        float64 like the block; a new float64 sum when ``total`` is None."""
+        B = self.block
+        # B^T in Fortran order is B's C-order memory: no copy.
+        syrk = blas.get_blas_funcs("syrk", (B,))
+        if total is None:
+            total = np.zeros((B.shape[1], B.shape[1]), dtype=np.float64, order="F")
+        if B.dtype == total.dtype:
+            return syrk(1.0, B.T, beta=1.0, c=total, trans=0, lower=1, overwrite_c=1)
+        # float32 blocks: summed in float32 within the block (the speed the
+        # user asked for), in float64 across blocks.
+        total += syrk(1.0, B.T, trans=0, lower=1)
+        return total
+
+
+def materialize(term):
+    """``term`` with any :class:`_GramTerm` summed into an array: what an
+    executor ships instead of the block (see ``_dask``)."""
+    if isinstance(term, tuple):
+        return tuple(materialize(t) for t in term)
+    return term.add_to(None) if isinstance(term, _GramTerm) else term
+
+
+def symmetric_from_lower(A, block=512):
+    """Fill the strict upper triangle of square ``A`` from its lower one,
+    in place, by square blocks (no ``p x p`` temporary)."""
+    p = A.shape[0]
+    for start in range(0, p, block):
+        stop = min(start + block, p)
+        diagonal = A[start:stop, start:stop]
+        diagonal[...] = np.tril(diagonal) + np.tril(diagonal, -1).T
+        A[start:stop, stop:] = A[stop:, start:stop].T
+    return A
+
+
 def _add(total, term):
-    """``total + term`` for arrays, numbers, or tuples of them.
+    """``total + term`` for arrays, numbers, :class:`_GramTerm`, or tuples.
 
     Arrays are added in place after a first copy (a statistic may return a
     view of its block): a ``p x p`` temporary per block would cost as much
@@ -82,6 +135,8 @@ def _add(total, term):
         if total is None:
             total = (None,) * len(term)
         return tuple(_add(a, b) for a, b in zip(total, term, strict=True))
+    if isinstance(term, _GramTerm):
+        return term.add_to(total)
     if total is None:
         return term.copy() if isinstance(term, np.ndarray) else term
     if isinstance(total, np.ndarray) and np.can_cast(
@@ -126,7 +181,8 @@ class FeatureBlocks:
     _writable_blocks = True
     # Set by the estimator that builds the blocks: ``basis`` is None for
     # features proper, or ``N`` for kernel blocks whose features are
-    # ``K(x, I) N``; ``rotation`` maps coefficients to the transform's basis.
+    # ``K(x, I) N``; ``rotation`` maps coefficients to the transform's basis
+    # (None: they are in it already).
     basis = None
     rotation = None
 
@@ -229,10 +285,8 @@ def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit):
     accurate: the centring correction ``u u^T / S`` is then of the order of
     the rounding it corrects, not of the Gram matrix itself.
     """
-    # The sqrt-weighted block times its own transpose is one syrk: half the
-    # flops of a general product.  float32 features are summed in float32
-    # within a block (the speed the user asked for) and in float64 across
-    # blocks.
+    # The sqrt-weighted block times its own transpose is one syrk (half the
+    # flops of a general product), added to the running sum in place.
     dtype = Phi_b.dtype
     root_w = np.sqrt(sw_b).astype(dtype, copy=False)
     shift = phi_shift.astype(dtype, copy=False)
@@ -245,7 +299,7 @@ def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit):
         scaled *= root_w[:, None]
         y_scaled = y_scaled * root_w[:, None]
     return (
-        (scaled.T @ scaled).astype(np.float64, copy=False),
+        _GramTerm(scaled),
         (scaled.T @ y_scaled.astype(dtype, copy=False)).astype(np.float64),
         (root_w @ scaled).astype(np.float64, copy=False),
         root_w.astype(np.float64) @ y_scaled,
@@ -300,7 +354,7 @@ def normal_equations(features, y, sample_weight, fit_intercept):
         y,
         sample_weight,
     )
-    gram = 0.5 * (gram + gram.T)
+    gram = symmetric_from_lower(gram)
     if not fit_intercept:
         return gram, rhs, phi_shift, y_shift
     gram -= np.outer(u, u) / s

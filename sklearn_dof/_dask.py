@@ -52,7 +52,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from ._blocks import FeatureBlocks, _add
+from ._blocks import FeatureBlocks, _add, materialize
 from ._kernels import _UNIT_DIAGONAL, KernelColumns
 from ._sampling import DEFAULT_RTOL, PartialCholesky
 from ._validation import check_kernel_values
@@ -111,7 +111,9 @@ def _shared(value):
 
 
 def _call(box, *args):
-    return _unbox(box)(*args)
+    # A statistic's terms are summed where its block lives: only p x p
+    # results travel, never the block a Gram term still refers to.
+    return materialize(_unbox(box)(*args))
 
 
 def _sum_terms(*terms):

@@ -228,7 +228,10 @@ def _uniform_landmark_dof(gram, alpha, n_samples):
     inverse, ``p^3`` flops.
     """
     p = gram.shape[0]
-    A = (n_samples / p) * (0.5 * (gram + gram.T).astype(np.float64))
+    # One p x p array, in the Fortran order LAPACK factors in place.
+    A = np.empty((p, p), order="F")
+    np.add(gram, gram.T, out=A)
+    A *= 0.5 * n_samples / p
     A[np.diag_indices(p)] += alpha
     factor, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=1)
     if info != 0:

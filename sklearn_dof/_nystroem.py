@@ -91,7 +91,13 @@ def _landmark_cholesky(gram, rtol=PINV_RTOL):
     R, info = lapack.dpotrf(gram, lower=0, clean=1)
     if info != 0:
         return None
-    rcond, info = lapack.dpocon(R, np.abs(gram).sum(axis=0).max(), uplo="U")
+    # LAPACK's 1-norm, read in place: the 1-norm of a C-ordered array is
+    # the infinity norm of its Fortran-ordered transpose.
+    if gram.flags.c_contiguous:
+        norm = lapack.dlange("I", gram.T)
+    else:
+        norm = lapack.dlange("1", gram)
+    rcond, info = lapack.dpocon(R, norm, uplo="U")
     if info != 0 or not rcond >= rtol:
         return None
     return R
@@ -506,13 +512,17 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self._landmark_cholesky = None if cholesky is None else (cholesky, gram)
         self.n_components_ = n_components
         self._n_features_out = n_components
+        self._n_training_rows = n_samples
         if points:
             estimate = self._points_dof(access, X, estimate)
-        elif estimate is None:
+        elif estimate is None and cholesky is None:
             estimate = self._fixed_rank_dof(
-                eigvals, eigvecs, factor, landmarks, X, gram
+                eigvals, eigvecs, factor, landmarks, n_samples, gram
             )
-        self.dof_, self.effective_dof_, self.averaged_dof_, self.dof_columns_ = estimate
+        # Else a fixed rank in the kernel basis: like normalization_, the
+        # O(p^3) estimate (as costly as the fit's own factorisations) waits
+        # for the first read of dof_ and its siblings.
+        self._dof = estimate
 
     def _check_sampling(self, n_samples):
         """The sampling rule's name, a selector, or validated landmark rows."""
@@ -601,7 +611,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         pivots = np.asarray(chol.pivots[:n_components], dtype=np.intp)
         return pivots, chol.factor
 
-    def _fixed_rank_dof(self, eigvals, eigvecs, factor, indices, X, gram):
+    def _fixed_rank_dof(self, eigvals, eigvecs, factor, indices, n_samples, gram):
         """Degrees of freedom at a given rank from the landmark rows, O(p^3).
 
         Uniform landmarks are a uniform sample: ``(n / p) K(I, I)`` estimates
@@ -616,7 +626,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         uniform landmarks take the same quantities from a Cholesky
         factorisation.
         """
-        n_samples, p = X.shape[0], indices.shape[0]
+        p = indices.shape[0]
         if factor is None and eigvals is None:
             dof = _uniform_landmark_dof(gram, self.alpha, n_samples)
             if dof is not None:
@@ -668,7 +678,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         the features ``K(x, I) N``: ``R^{-1}`` when the fit kept a Cholesky
         factor ``R`` of ``K(I, I)``, else ``normalization_.T``; for callers
         that apply it to ``p x p`` sums instead of to every row (see
-        ``_ridge._LinearProblem``).  ``blocks.rotation`` is the identity.
+        ``_ridge._LinearProblem``).  ``blocks.rotation`` is None (the identity).
         ``cache`` for callers that make several passes.
         """
         landmarks = self._landmarks()
@@ -676,7 +686,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
             landmark_basis = None
         else:
-            T, Q = None, np.eye(self.n_components_)
+            T, Q = None, None
             # The factor is used once, by the fit that asked for it: the
             # fitted model does not carry a p x p matrix it never predicts with.
             factors = self._landmark_cholesky
@@ -732,6 +742,26 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             gram = self._landmark_gram()
             self._normalization = _inverse_sqrt(gram).astype(gram.dtype, copy=False)
         return self._normalization
+
+    # Documented in the class Attributes: (d_max, d_eff, d_ave, columns).
+    dof_ = property(lambda self: self._dof_estimate()[0])
+    effective_dof_ = property(lambda self: self._dof_estimate()[1])
+    averaged_dof_ = property(lambda self: self._dof_estimate()[2])
+    dof_columns_ = property(lambda self: self._dof_estimate()[3])
+
+    def _dof_estimate(self):
+        check_is_fitted(self, "n_components_")
+        if self._dof is None:
+            # Deferred at fit only for uniform landmarks at a fixed rank.
+            self._dof = self._fixed_rank_dof(
+                None,
+                None,
+                None,
+                np.arange(self.n_components_),
+                self._n_training_rows,
+                self._landmark_gram(),
+            )
+        return self._dof
 
     def _landmark_gram(self):
         """``K(I, I)`` recomputed from the stored landmarks, as at fit."""
@@ -795,6 +825,13 @@ class _NystroemFeaturesMixin:
         self.nystroem_._defer_normalization = basis == "kernel"
         self.nystroem_.fit(X)
         self.n_components_ = self.nystroem_.n_components_
-        self.dof_ = self.nystroem_.dof_
-        self.effective_dof_ = self.nystroem_.effective_dof_
         return self.nystroem_._training_features(X, cache=cache, basis=basis)
+
+    # Documented in each estimator's Attributes: the transformer's, read
+    # through (it may compute them on first use).
+    dof_ = property(lambda self: self._fitted_nystroem().dof_)
+    effective_dof_ = property(lambda self: self._fitted_nystroem().effective_dof_)
+
+    def _fitted_nystroem(self):
+        check_is_fitted(self, "nystroem_")
+        return self.nystroem_

@@ -338,8 +338,10 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
             self._coef = None
             return
         # The triangular basis: rotation.T maps W to nystroem_.transform's
-        # (the identity for the basis normalization_.T itself).
-        self._coef = _shape_coef(features.rotation.T @ W, y.ndim)
+        # (None for the basis normalization_.T itself).
+        if features.rotation is not None:
+            W = features.rotation.T @ W
+        self._coef = _shape_coef(W, y.ndim)
         # transform(X) @ coef_.T = K(X, I) @ (coef_ @ normalization_).T: the
         # landmark weights make a prediction cost O(p) per row, not O(p^2).
         self.dual_coef_ = self._coef @ self.nystroem_.normalization_.astype(np.float64)

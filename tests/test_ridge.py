@@ -516,10 +516,12 @@ def test_cholesky_basis_defers_normalization(wide_data):
     model = DoFKernelRidge(**params).fit(X, y)
     nystroem = model.nystroem_
     predictions = model.predict(X)
-    # Neither fit nor predict needs K(I, I)^{+1/2}, and the fitted model
-    # keeps no p x p matrix: its pickle holds the landmarks and p weights
-    # per target (400 x (4 + 2) floats), not the 400 x 400 map.
+    # Neither fit nor predict needs K(I, I)^{+1/2} or the d.o.f. estimate
+    # (each an O(p^3) computation), and the fitted model keeps no p x p
+    # matrix: its pickle holds the landmarks and p weights per target
+    # (400 x (4 + 2) floats), not the 400 x 400 map.
     assert nystroem._normalization is None and nystroem._landmark_cholesky is None
+    assert nystroem._dof is None
     assert len(pickle.dumps(model)) < 8 * 400 * 400 / 4
     served = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(served.predict(X), predictions)
@@ -534,11 +536,13 @@ def test_cholesky_basis_defers_normalization(wide_data):
     )
     ridge = Ridge(alpha=1.5, solver="svd").fit(Phi, y)
     np.testing.assert_allclose(served.coef_, ridge.coef_, rtol=1e-6, atol=1e-8)
-    # The rough fixed-rank d.o.f. come from a Cholesky factor instead of the
+    # The rough fixed-rank d.o.f., on first read (also of a model pickled
+    # before any read), come from a Cholesky factor instead of the
     # eigenvalues: the same numbers.
-    assert model.dof_ == pytest.approx(reference.dof_, rel=1e-9)
+    assert served.dof_ == pytest.approx(reference.dof_, rel=1e-9)
     assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
     assert nystroem.averaged_dof_ == pytest.approx(reference.averaged_dof_, rel=1e-9)
+    assert nystroem.dof_columns_ == reference.dof_columns_ == 400
 
 
 def test_kernel_basis_falls_back_to_the_features(wide_data, monkeypatch):
