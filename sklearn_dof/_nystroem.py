@@ -129,9 +129,13 @@ class _LandmarkBasis:
         """
         if self.cholesky is None:
             return None
+        A = np.multiply(self.gram, alpha)
+        A += G
         try:
+            # A symmetric C-ordered array is its own Fortran-ordered
+            # transpose: LAPACK factors it in place, no p x p copy.
             factor = linalg.cho_factor(
-                G + alpha * self.gram, lower=True, overwrite_a=True, check_finite=False
+                A.T, lower=True, overwrite_a=True, check_finite=False
             )
         except linalg.LinAlgError:
             return None

@@ -255,9 +255,10 @@ def _ridge_solver(gram, alpha, exact=True):
     only means its rounding exceeds ``alpha``, and the fallback keeps every
     direction, silently.
     """
-    A = gram + alpha * np.eye(gram.shape[0])
+    A = np.array(gram, dtype=np.float64, order="F")
+    A[np.diag_indices_from(A)] += alpha
     try:
-        factor = linalg.cho_factor(A, lower=True)
+        factor = linalg.cho_factor(A, lower=True, overwrite_a=True)
         return lambda rhs: linalg.cho_solve(factor, rhs)
     except linalg.LinAlgError:
         if exact:
