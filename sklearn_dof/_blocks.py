@@ -24,7 +24,6 @@ changes nothing else.
 """
 
 import numpy as np
-from scipy.linalg import blas
 from sklearn import get_config
 from sklearn.utils import gen_batches
 
@@ -73,55 +72,60 @@ def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
 
 
 class _GramTerm:
-    """``B^T B`` of a block ``B``, added to a running sum by one BLAS syrk.
-
-    ``B.T @ B`` in numpy is a syrk too, but it returns a fresh ``p x p``
-    array with its upper triangle mirrored, which the sum then reads again:
-    per block, two passes over ``p^2`` entries beside the ``b p^2`` flops.
-    Handed the block itself, :func:`_add` updates the sum in place
-    (``beta = 1``) instead.  The sum holds the **lower triangle** only, in
-    Fortran order; :func:`symmetric_from_lower` completes it.
-    """
+    """``B^T B`` of a block ``B``, summed by :func:`_add` into a
+    :class:`_GramSum`."""
 
     __slots__ = ("block",)
 
     def __init__(self, block):
         self.block = block
 
-    def add_to(self, total):
-        """``total + B^T B`` (lower triangles), in place when ``total`` is
-        float64 like the block; a new float64 sum when ``total`` is None."""
-        B = self.block
-        # B^T in Fortran order is B's C-order memory: no copy.
-        syrk = blas.get_blas_funcs("syrk", (B,))
-        if total is None:
-            total = np.zeros((B.shape[1], B.shape[1]), dtype=np.float64, order="F")
-        if B.dtype == total.dtype:
-            return syrk(1.0, B.T, beta=1.0, c=total, trans=0, lower=1, overwrite_c=1)
+    def dense(self):
+        """``B^T B`` in float64, exactly symmetric (numpy's syrk mirrors it)."""
+        return (self.block.T @ self.block).astype(np.float64, copy=False)
+
+
+class _GramSum:
+    """A running sum of :class:`_GramTerm` and the scratch array of the next.
+
+    numpy's ``B.T @ B`` is one syrk, half the flops of a general product,
+    but into a fresh ``p x p`` array per block; above 32 MiB (``p > 2048``
+    in float64) the allocator hands each back to the operating system, which
+    must zero fresh pages for the next.  One scratch array, reused, avoids
+    that.  (scipy's syrk could add into the sum in place, but a second
+    OpenBLAS thread pool alternating with numpy's in one loop fights it for
+    the cores: a third slower on two threads, measured.)
+    """
+
+    __slots__ = ("total", "scratch")
+
+    def __init__(self):
+        self.total = self.scratch = None
+
+    def add(self, term):
+        B = term.block
+        if self.total is None:
+            self.total = term.dense()
+            return self
+        if self.scratch is None or self.scratch.dtype != B.dtype:
+            self.scratch = np.empty((B.shape[1], B.shape[1]), dtype=B.dtype)
         # float32 blocks: summed in float32 within the block (the speed the
         # user asked for), in float64 across blocks.
-        total += syrk(1.0, B.T, trans=0, lower=1)
-        return total
+        self.total += np.matmul(B.T, B, out=self.scratch)
+        return self
 
 
 def materialize(term):
-    """``term`` with any :class:`_GramTerm` summed into an array: what an
-    executor ships instead of the block (see ``_dask``)."""
+    """``term`` with any :class:`_GramTerm` as its array: what an executor
+    ships instead of the block (see ``_dask``)."""
     if isinstance(term, tuple):
         return tuple(materialize(t) for t in term)
-    return term.add_to(None) if isinstance(term, _GramTerm) else term
+    return term.dense() if isinstance(term, _GramTerm) else term
 
 
-def symmetric_from_lower(A, block=512):
-    """Fill the strict upper triangle of square ``A`` from its lower one,
-    in place, by square blocks (no ``p x p`` temporary)."""
-    p = A.shape[0]
-    for start in range(0, p, block):
-        stop = min(start + block, p)
-        diagonal = A[start:stop, start:stop]
-        diagonal[...] = np.tril(diagonal) + np.tril(diagonal, -1).T
-        A[start:stop, stop:] = A[stop:, start:stop].T
-    return A
+def gram_total(total):
+    """The array of a reduced Gram matrix, however it was summed."""
+    return total.total if isinstance(total, _GramSum) else total
 
 
 def _add(total, term):
@@ -136,7 +140,7 @@ def _add(total, term):
             total = (None,) * len(term)
         return tuple(_add(a, b) for a, b in zip(total, term, strict=True))
     if isinstance(term, _GramTerm):
-        return term.add_to(total)
+        return (_GramSum() if total is None else total).add(term)
     if total is None:
         return term.copy() if isinstance(term, np.ndarray) else term
     if isinstance(total, np.ndarray) and np.can_cast(
@@ -285,8 +289,7 @@ def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit):
     accurate: the centring correction ``u u^T / S`` is then of the order of
     the rounding it corrects, not of the Gram matrix itself.
     """
-    # The sqrt-weighted block times its own transpose is one syrk (half the
-    # flops of a general product), added to the running sum in place.
+    # The sqrt-weighted block times its own transpose: one syrk.
     dtype = Phi_b.dtype
     root_w = np.sqrt(sw_b).astype(dtype, copy=False)
     shift = phi_shift.astype(dtype, copy=False)
@@ -354,7 +357,7 @@ def normal_equations(features, y, sample_weight, fit_intercept):
         y,
         sample_weight,
     )
-    gram = symmetric_from_lower(gram)
+    gram = gram_total(gram)  # exactly symmetric: sums of syrk products
     if not fit_intercept:
         return gram, rhs, phi_shift, y_shift
     gram -= np.outer(u, u) / s

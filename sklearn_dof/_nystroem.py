@@ -16,6 +16,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_info  # a requirement of scikit-learn
 
 from . import _dask
 from ._blocks import FeatureBlocks
@@ -173,15 +174,32 @@ class _LandmarkBasis:
         return C
 
 
+def _one_blas_thread():
+    """Whether every BLAS loaded in the process runs a single thread."""
+    pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return all(pool["num_threads"] == 1 for pool in pools)
+
+
 class _TriangularFeatures:
     """``x -> K(x, I) T``: the Nystroem features in a triangular basis.
 
     With ``normalization_.T = T Q`` (an RQ decomposition: ``T`` upper
     triangular, ``Q`` orthogonal), ``transform(x) = K(x, I) T Q``.  Fits work
-    with ``K(x, I) T``, a triangular product (half the flops of the general
-    one), and rotate the ``p`` coefficients they find by ``Q^T`` at the end:
-    ridge and logistic objectives are invariant under that rotation.
-    Picklable, so that other executors can ship it to their workers.
+    with ``K(x, I) T`` and rotate the ``p`` coefficients they find by ``Q^T``
+    at the end: ridge and logistic objectives are invariant under that
+    rotation.  Picklable, so that other executors can ship it to their
+    workers.
+
+    The triangular product (``trmm``) costs half the flops of the general
+    one, but only scipy exposes it, and scipy's BLAS is a second OpenBLAS
+    beside numpy's: called between numpy's kernel products and Gram
+    updates, the two libraries' threads, each pool waiting busily for its
+    next call, compete for the cores.  Measured on float32 fits of
+    ``DoFKernelRidge`` (n = 100,000, p = 2000, on the 2-core benchmark
+    machine): on two threads the general product in numpy's BLAS took 11%
+    less time, on one thread the triangular one 22% less.  So ``trmm`` is
+    used when the BLAS runs one thread (``OMP_NUM_THREADS=1``,
+    :func:`threadpoolctl.threadpool_limits`, joblib workers).
     """
 
     def __init__(self, landmarks, kernel, params, factor, n_jobs=None):
@@ -190,12 +208,15 @@ class _TriangularFeatures:
         self.params = params
         self.factor = factor
         self.n_jobs = n_jobs
+        self.triangular_product = _one_blas_thread()
 
     def __call__(self, X):
         K = kernel_block(X, self.landmarks, self.kernel, self.params, self.n_jobs)
         if self.factor is None:  # the kernel basis: K(x, I) itself
             return K
         T = self.factor.astype(K.dtype, copy=False)
+        if not self.triangular_product:
+            return K @ T
         trmm = linalg.get_blas_funcs("trmm", (T, K))
         # (K T)^T = T^T K^T, computed in place in K's Fortran-ordered transpose.
         return trmm(1.0, T, K.T, side=0, lower=0, trans_a=1, overwrite_b=1).T
@@ -292,7 +313,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Estimated maximal marginal degrees of freedom ``d_max``.  With
         ``"auto"``, from the doubling estimate over all rows; with an int
         ``n_components``, from the landmark rows alone (``O(p^3)``, no pass
-        over the data, hence rougher).
+        over the data, hence rougher; inside
+        :class:`~sklearn_dof.DoFKernelRidge`, on first read).
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^{-1}``.
     averaged_dof_ : float

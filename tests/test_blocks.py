@@ -42,6 +42,21 @@ def test_normal_equations_match_dense(fit_intercept):
         Phi_c, y_c = Phi, y
     np.testing.assert_allclose(gram, Phi_c.T @ (sw[:, None] * Phi_c), rtol=1e-9)
     np.testing.assert_allclose(rhs, Phi_c.T @ (sw[:, None] * y_c), rtol=1e-9)
+    # Summed as lower triangles (syrk), completed exactly.
+    np.testing.assert_array_equal(gram, gram.T)
+
+
+def test_float32_blocks_sum_in_float64():
+    rng = np.random.RandomState(2)
+    Phi = (rng.randn(700, 9) + 3.0).astype(np.float32)
+    y = rng.randn(700, 1)
+    blocks = FeatureBlocks.from_array(Phi, working_memory=0.01)
+    assert len(blocks.slices) > 5
+    gram, _, _, _ = normal_equations(blocks, y, np.ones(700), False)
+    assert gram.dtype == np.float64
+    exact = Phi.astype(np.float64).T @ Phi.astype(np.float64)
+    np.testing.assert_allclose(gram, exact, rtol=1e-5)
+    np.testing.assert_array_equal(gram, gram.T)
 
 
 @pytest.mark.parametrize(

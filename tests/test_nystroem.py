@@ -9,9 +9,15 @@ from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import pairwise_kernels, rbf_kernel
 from sklearn.pipeline import make_pipeline
+from threadpoolctl import threadpool_limits
 
 from sklearn_dof import DoFNystroem, degrees_of_freedom
-from sklearn_dof._nystroem import PINV_RTOL, _landmark_cholesky, _LandmarkBasis
+from sklearn_dof._nystroem import (
+    PINV_RTOL,
+    _landmark_cholesky,
+    _LandmarkBasis,
+    _TriangularFeatures,
+)
 from sklearn_dof.datasets import make_periodic_spline
 
 
@@ -277,3 +283,21 @@ def test_standalone_transformer_computes_normalization_at_fit(data):
     assert all(vars(nys)[key] is value for key, value in state.items())
     with pytest.raises(AttributeError):
         DoFNystroem().normalization_
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_triangular_features_same_with_either_product(data, dtype):
+    X = data[0].astype(dtype)
+    landmarks = X[:40]
+    T = np.triu(np.random.RandomState(0).randn(40, 40))
+    features = _TriangularFeatures(landmarks, "rbf", {"gamma": 0.5}, T)
+    expected = rbf_kernel(X, landmarks, gamma=0.5) @ T
+    rtol = 1e-4 if dtype == np.float32 else 1e-10
+    for triangular in (True, False):
+        features.triangular_product = triangular
+        Phi = features(X)
+        assert Phi.dtype == dtype
+        np.testing.assert_allclose(Phi, expected, rtol=rtol, atol=rtol)
+    # One BLAS thread: nothing to compete with, the triangular product.
+    with threadpool_limits(1, user_api="blas"):
+        assert _TriangularFeatures(landmarks, "rbf", {}, T).triangular_product
