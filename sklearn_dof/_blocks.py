@@ -24,8 +24,10 @@ changes nothing else.
 """
 
 import numpy as np
+from scipy.linalg import blas
 from sklearn import get_config
 from sklearn.utils import gen_batches
+from threadpoolctl import threadpool_info  # a requirement of scikit-learn
 
 # A block of rows holds the kernel block, its features and one temporary of
 # the same size (the squared distances of the RBF kernel, say).
@@ -86,26 +88,39 @@ class _GramTerm:
 
 
 class _GramSum:
-    """A running sum of :class:`_GramTerm` and the scratch array of the next.
+    """A running sum of :class:`_GramTerm`.
 
     numpy's ``B.T @ B`` is one syrk, half the flops of a general product,
-    but into a fresh ``p x p`` array per block; above 32 MiB (``p > 2048``
-    in float64) the allocator hands each back to the operating system, which
-    must zero fresh pages for the next.  One scratch array, reused, avoids
-    that.  (scipy's syrk could add into the sum in place, but a second
-    OpenBLAS thread pool alternating with numpy's in one loop fights it for
-    the cores: a third slower on two threads, measured.)
+    but into a fresh ``p x p`` array per block, which the sum then reads
+    again; above 32 MiB (``p > 2048`` in float64) the allocator also hands
+    each back to the operating system, which must zero fresh pages for the
+    next.  So numpy's products go to one scratch array, reused.  On a single
+    BLAS thread, scipy's syrk adds each block into the sum in place instead
+    (lower triangle only, mirrored once at the end): no scratch array, no
+    second pass over it.  On more threads that would put a second OpenBLAS
+    thread pool beside numpy's, alternating with it in the loop, and the two
+    fight for the cores: a fit took a third longer on two threads, measured.
     """
 
-    __slots__ = ("total", "scratch")
+    __slots__ = ("total", "scratch", "lower_only")
 
     def __init__(self):
         self.total = self.scratch = None
+        self.lower_only = False
 
     def add(self, term):
         B = term.block
         if self.total is None:
-            self.total = term.dense()
+            self.lower_only = B.dtype == np.float64 and _one_blas_thread()
+            if not self.lower_only:
+                self.total = term.dense()
+                return self
+            self.total = np.zeros((B.shape[1], B.shape[1]), order="F")
+        if self.lower_only:
+            # B^T in Fortran order is B's C-order memory: no copy.
+            self.total = blas.dsyrk(
+                1.0, B.T, beta=1.0, c=self.total, trans=0, lower=1, overwrite_c=1
+            )
             return self
         if self.scratch is None or self.scratch.dtype != B.dtype:
             self.scratch = np.empty((B.shape[1], B.shape[1]), dtype=B.dtype)
@@ -125,7 +140,29 @@ def materialize(term):
 
 def gram_total(total):
     """The array of a reduced Gram matrix, however it was summed."""
-    return total.total if isinstance(total, _GramSum) else total
+    if not isinstance(total, _GramSum):
+        return total
+    if total.lower_only:
+        return _mirror_lower(total.total)
+    return total.total
+
+
+def _mirror_lower(A, block=512):
+    """Fill the strict upper triangle of square ``A`` from its lower one, in
+    place, by square blocks (no ``p x p`` temporary)."""
+    p = A.shape[0]
+    for start in range(0, p, block):
+        stop = min(start + block, p)
+        diagonal = A[start:stop, start:stop]
+        diagonal[...] = np.tril(diagonal) + np.tril(diagonal, -1).T
+        A[start:stop, stop:] = A[stop:, start:stop].T
+    return A
+
+
+def _one_blas_thread():
+    """Whether every BLAS loaded in the process runs a single thread."""
+    pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    return all(pool["num_threads"] == 1 for pool in pools)
 
 
 def _add(total, term):

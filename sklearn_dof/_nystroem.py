@@ -16,10 +16,9 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_info  # a requirement of scikit-learn
 
 from . import _dask
-from ._blocks import FeatureBlocks
+from ._blocks import FeatureBlocks, _one_blas_thread
 from ._dof import (
     _column_rule,
     _estimate_from_access,
@@ -172,12 +171,6 @@ class _LandmarkBasis:
         lower = np.tri(C.shape[0], k=-1, dtype=bool)
         np.copyto(C, C.T, where=lower)  # mirror the upper triangle
         return C
-
-
-def _one_blas_thread():
-    """Whether every BLAS loaded in the process runs a single thread."""
-    pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
-    return all(pool["num_threads"] == 1 for pool in pools)
 
 
 class _TriangularFeatures:

@@ -5,6 +5,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from sklearn import config_context
+from threadpoolctl import threadpool_limits
 
 from sklearn_dof import DoFKernelLogisticRegression, DoFKernelRidge, DoFKernelRidgeCV
 from sklearn_dof._blocks import FeatureBlocks, normal_equations, row_batch_size
@@ -24,8 +25,15 @@ def test_row_batch_size_follows_working_memory():
     assert row_batch_size(10**6, 10**6, 8, working_memory=1) == 1
 
 
+@pytest.mark.parametrize("threads", [None, 1])
 @pytest.mark.parametrize("fit_intercept", [True, False])
-def test_normal_equations_match_dense(fit_intercept):
+def test_normal_equations_match_dense(fit_intercept, threads):
+    # One BLAS thread: the Gram sum is updated in place by scipy's syrk.
+    with threadpool_limits(threads, user_api="blas"):
+        _check_normal_equations(fit_intercept)
+
+
+def _check_normal_equations(fit_intercept):
     rng = np.random.RandomState(1)
     # A large common offset: centring after summing would cancel digits.
     Phi = rng.randn(500, 7) + 1e4

@@ -3,7 +3,8 @@ import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
 from sklearn_dof import pivoted_cholesky, uniform_columns
-from sklearn_dof._sampling import PartialCholesky, _matrix_columns
+from sklearn_dof import _sampling
+from sklearn_dof._sampling import PartialCholesky, _address_space, _matrix_columns
 
 
 def _nystroem(K, idx):
@@ -68,3 +69,16 @@ def test_pivoted_cholesky_stops_at_numerical_rank():
 def test_pivoted_cholesky_rejects_non_square():
     with pytest.raises(ValueError, match="square"):
         pivoted_cholesky(np.ones((3, 4)), 2)
+
+
+def test_factor_in_small_pages_is_the_same(monkeypatch):
+    X = np.random.RandomState(3).randn(700, 3)
+    expected = pivoted_cholesky(rbf_kernel(X), 40)
+    # Every reserve mapped from the OS (no huge-page advice), not np.empty.
+    monkeypatch.setattr(_sampling, "_SMALL_PAGES_FROM_BYTES", 0)
+    G = _address_space(700, 40, np.float64)
+    assert G.flags.f_contiguous and G.flags.writeable and G.shape == (700, 40)
+    assert not isinstance(G.base, np.ndarray)  # the mapping itself
+    result = pivoted_cholesky(rbf_kernel(X), 40)
+    for a, b in zip(result, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
