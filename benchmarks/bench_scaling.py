@@ -31,7 +31,9 @@ Parts (``--parts``, all by default):
   best test error, and its fit time (sklearn's Nystroem, and ours with
   uniform, pivoted, rpcholesky and leverage columns, and ``"auto"``);
 * ``exact``: exact :class:`sklearn.kernel_ridge.KernelRidge` at n = 20,000
-  against ours at several ranks (error ratios, fraction of its time);
+  against ours at several ranks (error ratios, fraction of its time; the
+  exact fit and the fixed ranks run in ``--exact-repeat`` rounds, 3 by
+  default, and their median times are compared);
 * ``auto``: ``n_components="auto"`` against a fit at the rank it chose,
   given as an int (the cost of choosing the rank);
 * ``predict``: throughput on 10,000 rows and single-row latency.
@@ -47,7 +49,7 @@ not); its test errors, from another target function, are not comparable.
 
 Usage::
 
-    python benchmarks/bench_scaling.py                 # about 20 minutes
+    python benchmarks/bench_scaling.py                 # about 30 minutes
     python benchmarks/bench_scaling.py --quick         # about 4 minutes
     python benchmarks/bench_scaling.py --parts exact,auto --threads 1
     python benchmarks/bench_scaling.py --resummarise   # summaries, plot again
