@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
-from sklearn_dof import pivoted_cholesky, uniform_columns
-from sklearn_dof import _sampling
+from sklearn_dof import _sampling, pivoted_cholesky, uniform_columns
 from sklearn_dof._sampling import PartialCholesky, _address_space, _matrix_columns
 
 
