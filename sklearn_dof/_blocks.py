@@ -160,9 +160,10 @@ def _mirror_lower(A, block=512):
 
 
 def _one_blas_thread():
-    """Whether every BLAS loaded in the process runs a single thread."""
+    """Whether every BLAS loaded in the process runs a single thread (False
+    when none is recognised: the general route then)."""
     pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
-    return all(pool["num_threads"] == 1 for pool in pools)
+    return bool(pools) and all(pool["num_threads"] == 1 for pool in pools)
 
 
 def _add(total, term):
