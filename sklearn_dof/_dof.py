@@ -469,6 +469,17 @@ def _estimate_from_access(
     uniform = isinstance(sampling, str) and sampling == "uniform"
     for p in schedule:
         grow(p)
+        if rule == "d_eff" and n_columns is None and p != schedule[-1]:
+            # A round the rule does not stop at only serves as the next one's
+            # ``previous``, which needs d_eff alone: skip its O(n r^2) scores
+            # when d_eff has an O(r^3) form.  (The last round always returns
+            # its scores.)
+            d_eff = _unclipped_d_eff(chol, alpha)
+            if d_eff is not None and not _converged(
+                _DEff(d_eff), previous, chol, alpha, tol, certify_d_eff, rule
+            ):
+                previous = _DEff(d_eff)
+                continue
         # d_ave (an eigendecomposition of the factor's Gram matrix) is not
         # read by the stopping rule: it is computed once, at the end.
         dof = _dof_from_factor(
@@ -489,6 +500,37 @@ def _estimate_from_access(
 # Address space reserved for the factor of the doubling estimate (see
 # _estimate_from_access); only the columns written take memory.
 _RESERVE_BYTES = 2**30
+
+
+class _DEff:
+    """A round of the doubling loop known by its ``d_eff`` alone."""
+
+    def __init__(self, d_eff):
+        self.d_eff = d_eff
+
+
+def _unclipped_d_eff(chol, alpha):
+    """``sum_i`` of the score estimates of :func:`_dof_from_factor` in
+    ``O(r^3)``, or None when it needs them row by row.
+
+    The estimate of row ``i`` is ``min(lower_i + res_i / (2 alpha), 1)``
+    with ``lower_i = g_i^T (G^T G + alpha I)^{-1} g_i <= |g_i|^2 / alpha``
+    and ``|g_i|^2 = k_ii - res_i``.  When ``k_ii - res_i / 2 <= alpha`` for
+    every row, no estimate reaches 1, and the sum is ``tr G^T G (G^T G +
+    alpha I)^{-1} + tr(K - L) / (2 alpha)``: the eigenvalues of the factor's
+    Gram matrix instead of a quadratic form per row.  (Always so when
+    ``alpha`` exceeds the kernel's diagonal, ``lambda >= max k_ii / n`` in
+    the paper's scale.)
+    """
+    if chol.rank == 0:
+        return None
+    diagonal = np.asarray(chol.diagonal, dtype=np.float64)
+    if float(np.max(diagonal - 0.5 * chol.residual)) > alpha:
+        return None
+    spectrum = linalg.eigvalsh(chol.gram(), check_finite=False)
+    return float(_shrinkage(spectrum, alpha).sum()) + float(chol.residual.sum()) / (
+        2.0 * alpha
+    )
 
 
 def doubling_schedule(n, start=32):

@@ -1,8 +1,11 @@
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.metrics.pairwise import rbf_kernel
 
 from sklearn_dof import (
+    DoFNystroem,
+    _dof,
     degrees_of_freedom,
     estimate_degrees_of_freedom,
     leverage_score_bounds,
@@ -150,3 +153,28 @@ def test_uniform_landmark_dof_by_cholesky_matches_eigenvalues(alpha):
     d_max, d_eff, d_ave = _uniform_landmark_dof(K, alpha, n)
     np.testing.assert_allclose([d_max, d_eff, d_ave], expected, rtol=1e-9)
     assert d_ave <= d_eff <= d_max
+
+
+def test_d_eff_rounds_without_row_scores(monkeypatch):
+    X = np.random.RandomState(0).randn(1500, 4)
+    K = rbf_kernel(X, gamma=0.5)
+    chol = PartialCholesky(_matrix_columns(K), np.diag(K).copy())
+    chol.add(np.arange(0, 1500, 25))
+    # alpha above the kernel's diagonal (1): no score estimate reaches 1, and
+    # the O(r^3) sum is the sum of the row estimates.
+    row_sum = _dof._dof_from_factor(chol, 10.0, 1500, bounds=False, spectrum=False)
+    assert _dof._unclipped_d_eff(chol, 10.0) == pytest.approx(row_sum.d_eff, rel=1e-12)
+    assert _dof._unclipped_d_eff(chol, 0.5) is None
+    # The automatic rank is the one of the row-by-row rounds.
+    fitted = [
+        DoFNystroem(gamma=0.5, alpha=10.0, sampling=s, random_state=0).fit(X)
+        for s in ("rpcholesky", "leverage")
+    ]
+    monkeypatch.setattr(_dof, "_unclipped_d_eff", lambda chol, alpha: None)
+    for model in fitted:
+        reference = clone(model).fit(X)
+        assert model.n_components_ == reference.n_components_
+        assert model.dof_columns_ == reference.dof_columns_
+        assert model.effective_dof_ == pytest.approx(
+            reference.effective_dof_, rel=1e-12
+        )
