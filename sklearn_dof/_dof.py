@@ -527,7 +527,9 @@ def _unclipped_d_eff(chol, alpha):
     diagonal = np.asarray(chol.diagonal, dtype=np.float64)
     if float(np.max(diagonal - 0.5 * chol.residual)) > alpha:
         return None
-    spectrum = linalg.eigvalsh(chol.gram(), check_finite=False)
+    # numpy's LAPACK, in the thread pool of the products around it (see
+    # _blocks._GramSum).
+    spectrum = np.linalg.eigvalsh(chol.gram())
     return float(_shrinkage(spectrum, alpha).sum()) + float(chol.residual.sum()) / (
         2.0 * alpha
     )
