@@ -525,11 +525,11 @@ def _unclipped_d_eff(chol, alpha):
     if chol.rank == 0:
         return None
     diagonal = np.asarray(chol.diagonal, dtype=np.float64)
-    if float(np.max(diagonal - 0.5 * chol.residual)) > alpha:
+    if float(np.max(diagonal - 0.5 * np.asarray(chol.residual))) > alpha:
         return None
     # numpy's LAPACK, in the thread pool of the products around it (see
     # _blocks._GramSum).
-    spectrum = np.linalg.eigvalsh(chol.gram())
+    spectrum = np.linalg.eigvalsh(np.asarray(chol.gram()))  # dask: computed
     return float(_shrinkage(spectrum, alpha).sum()) + float(chol.residual.sum()) / (
         2.0 * alpha
     )
