@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _dask
-from ._blocks import FeatureBlocks, _one_blas_thread
+from ._blocks import FeatureBlocks, _mirror_lower, _one_blas_thread
 from ._dof import (
     _column_rule,
     _estimate_from_access,
@@ -168,8 +168,8 @@ class _LandmarkBasis:
         C, info = lapack.dsygst(G, self.cholesky, itype=1, lower=0)
         if info != 0:  # pragma: no cover - only for invalid arguments
             raise linalg.LinAlgError(f"dsygst failed with info={info}.")
-        lower = np.tri(C.shape[0], k=-1, dtype=bool)
-        np.copyto(C, C.T, where=lower)  # mirror the upper triangle
+        # Its upper triangle, mirrored: the lower one of its transpose.
+        _mirror_lower(C.T)
         return C
 
 
