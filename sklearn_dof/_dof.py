@@ -171,10 +171,13 @@ def _quadratic_forms(G, A):
     # Row blocks that the allocator reuses: no n x r temporary, whose first
     # touch costs more than the product on machines that back memory lazily.
     for rows in gen_batches(G.shape[0], row_batch_size(*G.shape)):
-        # (G_b C^-T)^T = C^-1 G_b^T, in place in a float64 copy of G_b^T.
-        Gt = np.array(G[rows].T, dtype=np.float64, order="F")
-        Zt = trmm(1.0, C_inv, Gt, lower=1, overwrite_b=1)
-        forms[rows] = np.einsum("ij,ij->j", Zt, Zt)
+        # G_b C^-T from the right, in place in a column-major float64 copy
+        # of G_b: the factor's own layout, so the copy moves contiguous
+        # columns (copying into G_b^T instead, a strided transpose, took
+        # as long as the product at r = 256).
+        Z = np.array(G[rows], dtype=np.float64, order="F")
+        Z = trmm(1.0, C_inv, Z, side=1, lower=1, trans_a=1, overwrite_b=1)
+        forms[rows] = np.einsum("ij,ij->i", Z, Z)
     return forms
 
 

@@ -173,6 +173,61 @@ class _LandmarkBasis:
         return C
 
 
+def _landmark_factor(chol, landmarks):
+    """``chol`` if its pivots begin with ``landmarks`` (row indices), else None.
+
+    Only an in-memory factor that kept a direction for every pivot: a
+    dropped one (a duplicated landmark) leaves ``K(x, I) = g(x) G_I^T`` exact
+    only up to the drop threshold.
+    """
+    if chol is None or _dask.is_dask_array(chol.factor):
+        return None
+    p = landmarks.shape[0]
+    if chol.rank != len(chol.pivots) or p > len(chol.pivots):
+        return None
+    if not np.array_equal(np.asarray(chol.pivots[:p]), landmarks):
+        return None
+    return chol
+
+
+class _LandmarkFactor:
+    """The kernel-basis sums of a fit from the partial Cholesky factor of
+    the rows, when its pivots include the landmarks.
+
+    A factor ``G`` (``n x r``, ``L = G G^T``) holds every column it pivoted
+    on exactly, ``K(x, I) = g(x) G_I^T`` with ``G_I = G[I]``, so the sums
+    that ``_ridge._LinearProblem`` otherwise accumulates over kernel blocks
+    (``n p^2`` flops) follow from ``G^T G`` in ``O(p r^2)``:
+    ``K_c^T K_c = G_I (G^T G - n m m^T) G_I^T`` and
+    ``K_c^T y_c = G_I G^T y_c``, ``m`` the mean row of ``G``.  The
+    non-uniform rules grow that factor anyway and their d.o.f. estimate
+    computes ``G^T G``; the automatic rank has it from its last round.  The
+    centring happens in the factor's basis, where the features are bounded
+    by the kernel's diagonal, before the map ``G_I`` to the kernel basis:
+    its cancellation is not amplified the way a centring of ``K^T K`` would
+    be.  Unweighted rows only (``G^T S G`` would cost a pass of its own).
+    """
+
+    def __init__(self, chol, landmarks):
+        self.chol = chol
+        self.landmarks = landmarks
+
+    def normal_equations(self, y):
+        """``(K_c^T K_c, K_c^T y_c, mean row of K, mean of y)``, as
+        ``_blocks.normal_equations`` of the kernel blocks with unit weights
+        and an intercept."""
+        G = self.chol.factor
+        n = G.shape[0]
+        G_I = G[self.landmarks].astype(np.float64, copy=False)
+        g_mean = G.mean(axis=0, dtype=np.float64)
+        y_mean = y.mean(axis=0)
+        centred = self.chol.gram() - n * np.outer(g_mean, g_mean)
+        gram = G_I @ (centred @ G_I.T)
+        _mirror_lower(gram)  # exactly symmetric, as the block sums are
+        rhs = G_I @ (G.T @ y - n * np.outer(g_mean, y_mean))
+        return gram, rhs, G_I @ g_mean, y_mean
+
+
 class _TriangularFeatures:
     """``x -> K(x, I) T``: the Nystroem features in a triangular basis.
 
@@ -429,7 +484,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         n_samples = X.shape[0]
         sampling = self._check_sampling(n_samples)
         selector = hasattr(sampling, "select")
-        factor = None
+        chol = None  # a partial Cholesky factor grown on the way, if any
 
         if self.n_components == "auto":
             # The estimate grows the columns of the rule itself (uniform ones
@@ -480,7 +535,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             if selector:
                 landmarks = self._select(sampling, X, n_components)
             else:
-                landmarks, factor = self._fixed_rank_landmarks(
+                landmarks, chol = self._fixed_rank_landmarks(
                     access, n_components, sampling
                 )
 
@@ -503,6 +558,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         else:
             gram = access.landmark_gram(landmarks)
         n_components = landmarks.shape[0]  # a rule may exhaust the rank
+        factor = None if points else _landmark_factor(chol, landmarks)
         # A caller that works in the kernel basis needs only a factor of
         # K(I, I); its eigendecomposition then waits for normalization_.
         cholesky = None
@@ -527,20 +583,25 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             self.components_ = access.rows(landmarks)
         self.component_indices_ = None if points else landmarks
         self._normalization = normalization
-        # The factor and K(I, I) itself, for the one fit that asked for them.
+        # The factor and K(I, I) itself, for the one fit that asked for them,
+        # and the partial Cholesky factor of the rows when there is one (see
+        # _LandmarkFactor).
         self._landmark_cholesky = None if cholesky is None else (cholesky, gram)
+        self._rows_factor = factor if cholesky is not None else None
         self.n_components_ = n_components
         self._n_features_out = n_components
         self._n_training_rows = n_samples
         if points:
             estimate = self._points_dof(access, X, estimate)
-        elif estimate is None and cholesky is None:
+        elif estimate is None and (cholesky is None or chol is not None):
             estimate = self._fixed_rank_dof(
-                eigvals, eigvecs, factor, landmarks, n_samples, gram
+                eigvals, eigvecs, chol, landmarks, n_samples, gram
             )
-        # Else a fixed rank in the kernel basis: like normalization_, the
-        # O(p^3) estimate (as costly as the fit's own factorisations) waits
-        # for the first read of dof_ and its siblings.
+        # Else uniform landmarks at a fixed rank in the kernel basis: like
+        # normalization_, their O(p^3) estimate (as costly as the fit's own
+        # factorisations) waits for the first read of dof_ and its siblings.
+        # (The other rules' estimate needs the rows' factor, which the fitted
+        # model does not keep, and shares its Gram matrix with the fit.)
         self._dof = estimate
 
     def _check_sampling(self, n_samples):
@@ -607,12 +668,12 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         )
 
     def _fixed_rank_landmarks(self, access, n_components, sampling):
-        """Landmarks for an int rank: ``(indices, factor or None)``.
+        """Landmarks for an int rank: ``(indices, PartialCholesky or None)``.
 
         Uniform landmarks cost nothing.  The other rules need the residual
         diagonal or the leverage bounds, hence the ``n x p`` factor, which
-        the d.o.f. estimate then reuses; given landmarks get the factor too,
-        since they are no uniform sample.
+        the d.o.f. estimate and the kernel-basis fit then reuse; given
+        landmarks get the factor too, since they are no uniform sample.
         """
         n_samples = access.n_samples
         if isinstance(sampling, str) and sampling == "uniform":
@@ -628,16 +689,17 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 grow(p)
         grow(n_components)
         pivots = np.asarray(chol.pivots[:n_components], dtype=np.intp)
-        return pivots, chol.factor
+        return pivots, chol
 
-    def _fixed_rank_dof(self, eigvals, eigvecs, factor, indices, n_samples, gram):
+    def _fixed_rank_dof(self, eigvals, eigvecs, chol, indices, n_samples, gram):
         """Degrees of freedom at a given rank from the landmark rows, O(p^3).
 
         Uniform landmarks are a uniform sample: ``(n / p) K(I, I)`` estimates
         the Gram matrix ``Phi^T Phi`` of the features (the usual Nystroem
         estimate of the spectrum), and the landmark rows' scores against it
         estimate the scores.  Other landmarks are no uniform sample, but
-        their factor ``G`` gives ``Phi^T Phi`` up to a rotation (``G^T G``).
+        their factor ``G`` (``chol``) gives ``Phi^T Phi`` up to a rotation
+        (``G^T G``, which the kernel-basis fit reuses).
         Either way the rows scored are the landmarks, which greedy pivoting
         and the residual- and leverage-driven rules pick among the worst
         explained points, so no pass over all rows is spent on it.  Without
@@ -646,21 +708,20 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         factorisation.
         """
         p = indices.shape[0]
-        if factor is None and eigvals is None:
+        if chol is None and eigvals is None:
             dof = _uniform_landmark_dof(gram, self.alpha, n_samples)
             if dof is not None:
                 return (*dof, p)
             eigvals, eigvecs, _ = _landmark_eigh(gram)
-        if factor is None:
+        if chol is None:
             spectrum = (n_samples / p) * eigvals
             # Rows K(I, I)^{1/2} of the features against (n / p) K(I, I).
             scores = (eigvecs**2) @ (eigvals / (spectrum + self.alpha))
         else:
-            G = factor.astype(np.float64, copy=False)
-            gram = G.T @ G
+            gram = chol.gram()
             spectrum = linalg.eigvalsh(gram)
             scores = _quadratic_forms(
-                G[indices], gram + self.alpha * np.eye(G.shape[1])
+                chol.factor[indices], gram + self.alpha * np.eye(gram.shape[0])
             )
         d_max, d_eff, d_ave = _landmark_dof(scores, spectrum, self.alpha, n_samples)
         return d_max, d_eff, d_ave, p
@@ -701,21 +762,25 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``cache`` for callers that make several passes.
         """
         landmarks = self._landmarks()
+        landmark_factor = None
         if basis == "triangular":
             T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
             landmark_basis = None
         else:
             T, Q = None, None
-            # The factor is used once, by the fit that asked for it: the
-            # fitted model does not carry a p x p matrix it never predicts with.
-            factors = self._landmark_cholesky
-            self._landmark_cholesky = None
+            # The factors are used once, by the fit that asked for them: the
+            # fitted model carries no p x p (or n x r) matrix it never
+            # predicts with.
+            factors, chol = self._landmark_cholesky, self._rows_factor
+            self._landmark_cholesky = self._rows_factor = None
             if factors is None:
                 normalization = self.normalization_.T.astype(np.float64)
                 landmark_basis = _LandmarkBasis(matrix=normalization)
             else:
                 cholesky, gram = factors
                 landmark_basis = _LandmarkBasis(cholesky=cholesky, gram=gram)
+            if chol is not None:
+                landmark_factor = _LandmarkFactor(chol, self.component_indices_)
         feature_map = _TriangularFeatures(
             landmarks, self.kernel, self._kernel_params(), T, self.n_jobs
         )
@@ -726,6 +791,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         )
         blocks.rotation = Q
         blocks.basis = landmark_basis
+        blocks.factor = landmark_factor  # see _LandmarkFactor
         return blocks
 
     @_dask.chunkwise

@@ -88,6 +88,10 @@ class _LinearProblem:
     :meth:`solve` refines the Cholesky solution by preconditioned conjugate
     gradients on the exact operator ``w -> N^T K_c^T S K_c N w + alpha w``,
     one pass over the kernel blocks (``O(n p)`` beyond the kernel) per step.
+    When the landmarks came with the partial Cholesky factor of the rows
+    (``features.factor``, the non-uniform column rules and the automatic
+    rank) and the rows are unweighted, ``G`` comes from that factor instead
+    of a pass over the data (``_nystroem._LandmarkFactor``).
 
     Attributes
     ----------
@@ -118,33 +122,41 @@ class _LinearProblem:
         self.features, self.y, self.sw = features, y, sw
         self.fit_intercept = fit_intercept
         self.basis = getattr(features, "basis", None)
+        self.refine_passes = 0
         if self.basis is None:
-            gram, rhs, offset, self.y_offset = normal_equations(
+            self.gram, self.rhs, self.Phi_offset, self.y_offset = normal_equations(
                 features, y, sw, fit_intercept
             )
+            return
+        self.gram = None  # the sum is kernel_gram
+        # The rows' partial Cholesky factor gives the kernel-basis sums in
+        # O(p r^2), no pass over the data (_nystroem._LandmarkFactor).
+        factor = getattr(features, "factor", None)
+        self._factor_sums = factor is not None and bool(np.all(sw == 1))
+        if self._factor_sums:
+            self._set_kernel_sums(*factor.normal_equations(y))
         else:
-            # Summed around the weighted mean even without intercept: the
-            # mean kernel row is the largest direction of G, and its share
-            # of the rounding, amplified by N, would swamp the rest.  It is
-            # added back exactly, as a rank-one term in the features' basis
-            # (see _preconditioner).
-            self.kernel_gram, rhs, mean, y_mean = normal_equations(
-                features, y, sw, True
-            )
-            rhs, offset = self.basis.map_t(rhs), self.basis.map_t(mean)
-            self._rank_one = None
-            if fit_intercept:
-                self._kernel_offset, self.y_offset = mean, y_mean
-            else:
-                total = sw.sum()
-                rhs += total * np.outer(offset, y_mean)
-                self._rank_one = (total, offset)
-                self._kernel_offset = np.zeros_like(mean)
-                self.y_offset = np.zeros_like(y_mean)
-                offset = np.zeros_like(offset)
-            gram = None
-        self.gram, self.rhs, self.Phi_offset = gram, rhs, offset
-        self.refine_passes = 0
+            self._set_kernel_sums(*normal_equations(features, y, sw, True))
+
+    def _set_kernel_sums(self, kernel_gram, rhs, mean, y_mean):
+        """Kernel-basis sums, centred around the weighted mean even without
+        intercept: the mean kernel row is the largest direction of ``G``, and
+        its share of the rounding, amplified by ``N``, would swamp the rest.
+        It is added back exactly, as a rank-one term in the features' basis
+        (see :meth:`_preconditioner`)."""
+        self.kernel_gram = kernel_gram
+        rhs, offset = self.basis.map_t(rhs), self.basis.map_t(mean)
+        self._rank_one = None
+        if self.fit_intercept:
+            self._kernel_offset, self.y_offset = mean, y_mean
+        else:
+            total = self.sw.sum()
+            rhs += total * np.outer(offset, y_mean)
+            self._rank_one = (total, offset)
+            self._kernel_offset = np.zeros_like(mean)
+            self.y_offset = np.zeros_like(y_mean)
+            offset = np.zeros_like(offset)
+        self.rhs, self.Phi_offset = rhs, offset
 
     def solve(self, alpha):
         """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k).
@@ -156,7 +168,22 @@ class _LinearProblem:
         if self.basis is None:
             return _ridge_solver(self.gram, alpha)(self.rhs)
         solve = self._preconditioner(alpha)
-        return self._refine(solve(self.rhs), alpha, solve)
+        W = self._refine(solve(self.rhs), alpha, solve)
+        if W is None and self._factor_sums:
+            # The factor carries rounding of its own, amplified by the small
+            # pivots of an ill-conditioned K(I, I): at tiny penalties the sums
+            # over the kernel blocks may still precondition well enough.
+            # (The retry gets the whole budget of passes; refine_passes
+            # counts both.)
+            self._factor_sums = False
+            self._set_kernel_sums(
+                *normal_equations(self.features, self.y, self.sw, True)
+            )
+            spent, self.refine_passes = self.refine_passes, 0
+            solve = self._preconditioner(alpha)
+            W = self._refine(solve(self.rhs), alpha, solve)
+            self.refine_passes += spent
+        return W
 
     def _preconditioner(self, alpha):
         """``rhs -> (Phi_c^T S Phi_c + alpha I)^-1 rhs``, exact up to the

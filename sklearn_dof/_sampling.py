@@ -162,7 +162,10 @@ class PartialCholesky:
             S = self._columns(indices, rows=rows)
             if self._rank:
                 S -= G[rows] @ G_B
-            block = S @ transform
+            # The product as (transform^T S^T)^T: column-major like the
+            # factor, so storing it copies contiguous columns, not a
+            # transpose (measured: a third of the round's time outside BLAS).
+            block = (transform.T @ S.T).T
             new[rows] = block
             self.residual[rows] -= np.einsum("ij,ij->i", block, block, dtype=np.float64)
         self._rank += k

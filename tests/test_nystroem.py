@@ -12,10 +12,13 @@ from sklearn.pipeline import make_pipeline
 from threadpoolctl import threadpool_limits
 
 from sklearn_dof import DoFNystroem, degrees_of_freedom
+from sklearn_dof._kernels import KernelColumns
 from sklearn_dof._nystroem import (
     PINV_RTOL,
     _landmark_cholesky,
+    _landmark_factor,
     _LandmarkBasis,
+    _LandmarkFactor,
     _TriangularFeatures,
 )
 from sklearn_dof.datasets import make_periodic_spline
@@ -269,6 +272,42 @@ def test_landmark_basis_ridge_solver_skips_the_map():
     # Only the Cholesky basis has the shortcut; an indefinite sum has none.
     assert _LandmarkBasis(matrix=N).ridge_solver(G, 0.5) is None
     assert _LandmarkBasis(cholesky=R, gram=K).ridge_solver(-G, 0.5) is None
+
+
+@pytest.mark.parametrize("rule", ["greedy", "blocks"])
+def test_rows_factor_gives_the_kernel_basis_sums(data, rule):
+    # K(x, I) = g(x) G_I^T for the pivots of a partial Cholesky factor, so
+    # the centred sums over the kernel columns follow from G^T G alone.
+    X, y = data
+    Y = np.c_[y, 3.0 + X[:, 0]]
+    chol = KernelColumns(X, "rbf", {"gamma": 0.3}).partial_cholesky()
+    if rule == "greedy":
+        chol.add_greedy(60)
+    else:
+        chol.add(np.arange(0, 300, 10))
+        chol.add(np.arange(5, 300, 10))
+    landmarks = np.asarray(chol.pivots[:45])
+    assert _landmark_factor(chol, landmarks) is chol
+    gram, rhs, mean, y_mean = _LandmarkFactor(chol, landmarks).normal_equations(Y)
+    K = rbf_kernel(X, X[landmarks], gamma=0.3)
+    K_c = K - K.mean(axis=0)
+    scale = np.abs(K_c.T @ K_c).max()
+    np.testing.assert_allclose(gram, K_c.T @ K_c, rtol=0, atol=1e-10 * scale)
+    np.testing.assert_array_equal(gram, gram.T)
+    expected = K_c.T @ (Y - Y.mean(axis=0))
+    np.testing.assert_allclose(
+        rhs, expected, rtol=0, atol=1e-10 * np.abs(expected).max()
+    )
+    np.testing.assert_allclose(mean, K.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(y_mean, Y.mean(axis=0), rtol=1e-12)
+    # Landmarks that are not the factor's first pivots, or a factor that
+    # dropped a direction (a duplicated point), are not covered.
+    assert _landmark_factor(chol, landmarks[::-1]) is None
+    assert _landmark_factor(None, landmarks) is None
+    twice = KernelColumns(np.r_[X, X[:1]], "rbf", {"gamma": 0.3}).partial_cholesky()
+    twice.add(np.array([0, 300, 1]))
+    assert twice.rank == 2
+    assert _landmark_factor(twice, np.array([0, 300])) is None
 
 
 def test_standalone_transformer_computes_normalization_at_fit(data):

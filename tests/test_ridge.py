@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_dof import DoFNystroem, _ridge
+from sklearn_dof import DoFNystroem, _nystroem, _ridge
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
 ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -543,6 +543,67 @@ def test_cholesky_basis_defers_normalization(wide_data):
     assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
     assert nystroem.averaged_dof_ == pytest.approx(reference.averaged_dof_, rel=1e-9)
     assert nystroem.dof_columns_ == reference.dof_columns_ == 400
+
+
+@pytest.mark.parametrize("lam", [1e-2, 1e-8, 1e-13])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("gamma", [0.3, 0.05])
+@pytest.mark.parametrize("sampling", ["pivoted", "rpcholesky"])
+def test_kernel_basis_sums_from_the_rows_factor(
+    wide_data, lam, fit_intercept, gamma, sampling, monkeypatch
+):
+    # Unweighted fits in the Cholesky basis on the landmarks of a partial
+    # Cholesky factor take the kernel-basis sums from the factor, no pass
+    # over the data; the refinement still runs on the exact operator, so
+    # the fit is the ridge on the transformer's features.  (With gamma=0.05
+    # the rpcholesky landmarks' K(I, I) is too ill-conditioned for its
+    # Cholesky factor, and the factor's sums, which the pseudo-inverse
+    # basis amplifies, are not used; the greedy ones are far enough apart.)
+    X, y, _ = wide_data
+    alpha = X.shape[0] * lam
+    calls = []
+    original = _nystroem._LandmarkFactor.normal_equations
+
+    def spy(self, y):
+        calls.append(len(self.landmarks))
+        return original(self, y)
+
+    monkeypatch.setattr(_nystroem._LandmarkFactor, "normal_equations", spy)
+    params = dict(gamma=gamma, n_components=300, sampling=sampling, random_state=0)
+    model = DoFKernelRidge(alpha=alpha, fit_intercept=fit_intercept, **params)
+    model.fit(X, y)
+    cholesky_basis = gamma == 0.3 or sampling == "pivoted"
+    assert calls == ([300] if cholesky_basis else [])
+    Phi = DoFNystroem(alpha=alpha, **params).fit_transform(X)
+    ridge = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="svd").fit(Phi, y)
+    np.testing.assert_allclose(model.predict(X), ridge.predict(Phi), atol=1e-7)
+    # Weights of 2 at twice the penalty: the same problem, summed by passes.
+    # At tiny penalties the factor's own rounding can spoil the
+    # preconditioner, and the fit then sums by passes before it would form
+    # the features: never a fallback that the summed route avoids.
+    summed = clone(model).set_params(alpha=2 * alpha)
+    summed.fit(X, y, sample_weight=np.full(X.shape[0], 2.0))
+    assert len(calls) <= 1
+    np.testing.assert_allclose(summed.predict(X), model.predict(X), atol=1e-7)
+    assert model._refined == summed._refined
+    if lam == 1e-2:
+        assert model._n_refine_passes == summed._n_refine_passes
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted", "rpcholesky", "leverage"])
+def test_fixed_rank_dof_is_the_transformers(wide_data, sampling):
+    # Inside the estimator the fixed-rank d.o.f. of every rule are those of
+    # the standalone transformer (uniform ones on first read, the others,
+    # which need the rows' factor, at fit).
+    X, y, _ = wide_data
+    params = dict(alpha=3.0, gamma=0.3, n_components=200, sampling=sampling)
+    model = DoFKernelRidge(random_state=0, **params).fit(X, y)
+    assert (model.nystroem_._dof is None) == (sampling == "uniform")
+    reference = DoFNystroem(random_state=0, **params).fit(X)
+    assert model.dof_ == pytest.approx(reference.dof_, rel=1e-9)
+    assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
+    averaged = model.nystroem_.averaged_dof_
+    assert averaged == pytest.approx(reference.averaged_dof_, rel=1e-9)
 
 
 def test_kernel_basis_falls_back_to_the_features(wide_data, monkeypatch):
