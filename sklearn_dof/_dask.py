@@ -497,6 +497,17 @@ class DaskPartialCholesky(PartialCholesky):
     def reserve(self, rank):
         pass  # the factor's blocks live on the workers, appended as they come
 
+    # Greedy pivots one at a time: a batch of candidates' Schur columns
+    # would be an n x width array in the client's memory.
+    _GREEDY_WIDTH = 1
+
+    def _greedy_batch(self, candidates, n_pivots, tol, scratch):
+        i = int(candidates[0])  # the largest residual, above tol
+        self._append(candidates[:1], np.full((1, 1), 1 / np.sqrt(self.residual[i])))
+        self.pivots.append(i)
+        self.residual[i] = 0.0
+        return 1
+
     def gram(self):
         # Lazy: summed in the graph of its consumer (quadratic_forms).
         G = self.factor.astype(np.float64)

@@ -68,6 +68,19 @@ def _address_space(n_rows, n_columns, dtype):
     return np.ndarray((n_rows, n_columns), dtype=dtype, buffer=buffer, order="F")
 
 
+# Bytes of the Schur columns of a batch of greedy candidates.
+_GREEDY_BYTES = 2**26
+
+
+def _largest(values, k):
+    """Indices of the ``k`` largest ``values``, ties broken by the smallest
+    index (the order of ``np.argmax``)."""
+    threshold = values[np.argpartition(values, -k)[-k:]].min()
+    above = np.flatnonzero(values > threshold)
+    ties = np.flatnonzero(values == threshold)[: k - above.size]
+    return np.concatenate([above, ties])
+
+
 class PartialCholesky:
     """Incremental factor ``G`` with ``G G^T = K(:, I) K(I, I)^+ K(I, :)``.
 
@@ -142,26 +155,34 @@ class PartialCholesky:
             S_BB = S_BB - G_B @ G_B.T
         return S_BB
 
-    def _append(self, indices, transform):
-        """Append the columns ``(K(:, B) - G G_B^T) transform`` to ``G``.
-
-        By blocks of rows, from the kernel block to the factor's new
-        columns: no ``n x |B|`` temporary, whose first touch costs more
-        than the products on machines that back fresh memory lazily
-        (measured here: about 2 ms per MB, the time of 30 MFLOP).
-        """
-        k = transform.shape[1]
+    def _make_room(self, k):
+        """Room for ``k`` more columns, at least doubling a full factor."""
         if self._rank + k > self._G.shape[1]:
             self.reserve(max(2 * self._G.shape[1], self._rank + k, 8))
+
+    def _schur_blocks(self, indices):
+        """``(rows, K(rows, B) - G_rows G_B^T)`` by blocks of rows.
+
+        No ``n x |B|`` temporary, whose first touch costs more than the
+        products on machines that back fresh memory lazily (measured here:
+        about 2 ms per MB, the time of 30 MFLOP).
+        """
         G = self.factor
         G_B = G[indices].T
-        transform = transform.astype(self._G.dtype, copy=False)
-        new = self._G[:, self._rank : self._rank + k]
         n = self._G.shape[0]
         for rows in gen_batches(n, row_batch_size(n, max(G.shape[1], indices.size))):
             S = self._columns(indices, rows=rows)
             if self._rank:
                 S -= G[rows] @ G_B
+            yield rows, S
+
+    def _append(self, indices, transform):
+        """Append the columns ``(K(:, B) - G G_B^T) transform`` to ``G``."""
+        k = transform.shape[1]
+        self._make_room(k)
+        transform = transform.astype(self._G.dtype, copy=False)
+        new = self._G[:, self._rank : self._rank + k]
+        for rows, S in self._schur_blocks(indices):
             # The product as (transform^T S^T)^T: column-major like the
             # factor, so storing it copies contiguous columns, not a
             # transpose (measured: a third of the round's time outside BLAS).
@@ -234,18 +255,67 @@ class PartialCholesky:
         Stops early when the largest residual is rounding noise: the kernel
         matrix then has (numerically) no more rank to give.  Returns the
         number of pivots added.
+
+        Each pivot depends on the residual its predecessors leave, so the
+        rule is sequential; but a pivot only reads its own residual column,
+        and the next pivots are nearly always among the points with the
+        largest residuals now.  So the Schur columns of a batch of such
+        candidates are computed at once (one matrix-matrix product against
+        the factor, instead of one matrix-vector product per pivot), and
+        pivots are taken from them while the largest residual, ties broken
+        by the smallest index as ``np.argmax`` does, is a candidate: the
+        same pivots as one at a time.  A batch is twice as wide as the
+        previous one's yield (between 8 and ``_GREEDY_WIDTH``).  Measured at
+        n = 100,000 (RBF in 8 dimensions, 1000 pivots, two threads): 5.7 s
+        against 16.0 s one pivot at a time, 54 batches computing 1810
+        candidate columns.
         """
+        tol = self.rtol * self._scale
+        n = self.residual.shape[0]
+        width_max = max(1, min(self._GREEDY_WIDTH, _GREEDY_BYTES // (n * 8)))
+        width = min(8, width_max)
+        # The candidates' columns, reused by every batch (first touched once).
+        scratch = _address_space(n, width_max, self._G.dtype)
         added = 0
-        for _ in range(n_pivots):
+        while added < n_pivots and self.residual.max(initial=0.0) > tol:
+            candidates = _largest(self.residual, min(width, n_pivots - added, n))
+            taken = self._greedy_batch(candidates, n_pivots - added, tol, scratch)
+            added += taken
+            width = int(np.clip(2 * taken, 8, width_max))
+        return added
+
+    # Widest batch of greedy candidates (see add_greedy), and the bytes its
+    # n x width Schur columns may take.
+    _GREEDY_WIDTH = 64
+
+    def _greedy_batch(self, candidates, n_pivots, tol, scratch):
+        """Greedy pivots among ``candidates``, whose Schur columns go to
+        ``scratch``; returns how many were taken."""
+        self._make_room(min(candidates.size, n_pivots))
+        S = scratch[:, : candidates.size]
+        for rows, block in self._schur_blocks(candidates):
+            S[rows] = block
+        column_of = {int(i): j for j, i in enumerate(candidates)}
+        start = self._rank
+        taken = 0
+        while taken < n_pivots:
             i = int(np.argmax(self.residual))
             r = self.residual[i]
-            if r <= self.rtol * self._scale:
+            if r <= tol or i not in column_of:
                 break
-            self._append(np.array([i]), np.full((1, 1), 1 / np.sqrt(r)))
+            # The candidate's Schur column, less the pivots of this batch.
+            new = self._G[:, self._rank]
+            batch = self._G[:, start : self._rank]
+            np.matmul(batch, -batch[i], out=new)
+            new += S[:, column_of.pop(i)]
+            new /= np.sqrt(r)
+            self._rank += 1
             self.pivots.append(i)
+            self.residual -= np.square(new, dtype=np.float64)
             self.residual[i] = 0.0
-            added += 1
-        return added
+            np.clip(self.residual, 0, None, out=self.residual)
+            taken += 1
+        return taken
 
 
 @validate_params(

@@ -81,3 +81,41 @@ def test_factor_in_small_pages_is_the_same(monkeypatch):
     result = pivoted_cholesky(rbf_kernel(X), 40)
     for a, b in zip(result, expected, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_largest_breaks_ties_as_argmax():
+    values = np.array([0.5, 1.0, 0.2, 1.0, 1.0, 0.7])
+    np.testing.assert_array_equal(_sampling._largest(values, 2), [1, 3])
+    np.testing.assert_array_equal(_sampling._largest(values, 4), [1, 3, 4, 5])
+    assert _sampling._largest(values, 1)[0] == np.argmax(values)
+
+
+@pytest.mark.parametrize("data", ["clusters", "far apart", "rank 3"])
+def test_greedy_batches_take_the_pivots_one_at_a_time_would(data, monkeypatch):
+    rng = np.random.RandomState(0)
+    if data == "clusters":
+        X = np.r_[rng.randn(400, 3), 6 + 0.3 * rng.randn(100, 3), 20 * rng.randn(5, 3)]
+        K = rbf_kernel(X, gamma=0.5)
+    elif data == "far apart":
+        # Residuals stay exactly 1 for most points: ties everywhere.
+        K = rbf_kernel(100 * rng.randn(300, 2), gamma=1.0)
+    else:
+        X = rng.randn(200, 3)
+        K = X @ X.T + 1e-3 * X[:, :1] @ X[:, :1].T
+    calls = []
+    original = PartialCholesky._greedy_batch
+
+    def spy(self, candidates, *args):
+        calls.append(candidates.size)
+        return original(self, candidates, *args)
+
+    monkeypatch.setattr(PartialCholesky, "_greedy_batch", spy)
+    pivots, G = pivoted_cholesky(K, 120)
+    batches = len(calls)
+    monkeypatch.setattr(PartialCholesky, "_GREEDY_WIDTH", 1)
+    expected_pivots, expected_G = pivoted_cholesky(K, 120)
+    np.testing.assert_array_equal(pivots, expected_pivots)
+    np.testing.assert_allclose(G, expected_G, rtol=0, atol=1e-10)
+    assert len(calls) - batches == len(expected_pivots)  # one at a time
+    if data != "rank 3":
+        assert batches < len(pivots) / 4  # the columns come in batches
