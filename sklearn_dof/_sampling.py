@@ -266,9 +266,9 @@ class PartialCholesky:
         by the smallest index as ``np.argmax`` does, is a candidate: the
         same pivots as one at a time.  A batch is twice as wide as the
         previous one's yield (between 8 and ``_GREEDY_WIDTH``).  Measured at
-        n = 100,000 (RBF in 8 dimensions, 1000 pivots, two threads): 5.7 s
-        against 16.0 s one pivot at a time, 54 batches computing 1810
-        candidate columns.
+        n = 100,000 (RBF in 8 dimensions, 1000 pivots, two threads,
+        ``benchmarks/bench_greedy.py``): 6.5 s against 17.4 s one pivot at a
+        time.
         """
         tol = self.rtol * self._scale
         n = self.residual.shape[0]
