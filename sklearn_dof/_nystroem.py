@@ -205,7 +205,10 @@ class _LandmarkFactor:
     centring happens in the factor's basis, where the features are bounded
     by the kernel's diagonal, before the map ``G_I`` to the kernel basis:
     its cancellation is not amplified the way a centring of ``K^T K`` would
-    be.  Unweighted rows only (``G^T S G`` would cost a pass of its own).
+    be.  The factor's own rounding, though, grows with ``1 / sqrt`` of its
+    smallest pivots: at tiny penalties the refinement may not converge from
+    these sums, and ``_LinearProblem`` then sums over the kernel blocks.
+    Unweighted rows only (``G^T S G`` would cost a pass of its own).
     """
 
     def __init__(self, chol, landmarks):
@@ -585,7 +588,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self._normalization = normalization
         # The factor and K(I, I) itself, for the one fit that asked for them,
         # and the partial Cholesky factor of the rows when there is one (see
-        # _LandmarkFactor).
+        # _LandmarkFactor; not with the pseudo-inverse basis, whose map
+        # amplifies that factor's rounding beyond what the refinement
+        # recovers from, measured on an ill-conditioned K(I, I)).
         self._landmark_cholesky = None if cholesky is None else (cholesky, gram)
         self._rows_factor = factor if cholesky is not None else None
         self.n_components_ = n_components

@@ -284,8 +284,8 @@ class PartialCholesky:
             width = int(np.clip(2 * taken, 8, width_max))
         return added
 
-    # Widest batch of greedy candidates (see add_greedy), and the bytes its
-    # n x width Schur columns may take.
+    # Widest batch of greedy candidates (see add_greedy); _GREEDY_BYTES
+    # bounds its n x width Schur columns.
     _GREEDY_WIDTH = 64
 
     def _greedy_batch(self, candidates, n_pivots, tol, scratch):
