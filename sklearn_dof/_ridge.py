@@ -91,7 +91,9 @@ class _LinearProblem:
     When the landmarks came with the partial Cholesky factor of the rows
     (``features.factor``, the non-uniform column rules and the automatic
     rank) and the rows are unweighted, ``G`` comes from that factor instead
-    of a pass over the data (``_nystroem._LandmarkFactor``).
+    of a pass over the data (``_nystroem._LandmarkFactor``), and is summed
+    over the kernel blocks after all if the refinement does not converge
+    from it.
 
     Attributes
     ----------
