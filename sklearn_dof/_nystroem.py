@@ -364,7 +364,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Estimated maximal marginal degrees of freedom ``d_max``.  With
         ``"auto"``, from the doubling estimate over all rows; with an int
         ``n_components``, from the landmark rows alone (``O(p^3)``, no pass
-        over the data, hence rougher; inside
+        over the data, hence rougher; for uniform landmarks inside
         :class:`~sklearn_dof.DoFKernelRidge`, on first read).
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^{-1}``.
@@ -561,7 +561,6 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         else:
             gram = access.landmark_gram(landmarks)
         n_components = landmarks.shape[0]  # a rule may exhaust the rank
-        factor = None if points else _landmark_factor(chol, landmarks)
         # A caller that works in the kernel basis needs only a factor of
         # K(I, I); its eigendecomposition then waits for normalization_.
         cholesky = None
@@ -592,7 +591,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         # amplifies that factor's rounding beyond what the refinement
         # recovers from, measured on an ill-conditioned K(I, I)).
         self._landmark_cholesky = None if cholesky is None else (cholesky, gram)
-        self._rows_factor = factor if cholesky is not None else None
+        self._rows_factor = None
+        if cholesky is not None and not points:
+            self._rows_factor = _landmark_factor(chol, landmarks)
         self.n_components_ = n_components
         self._n_features_out = n_components
         self._n_training_rows = n_samples

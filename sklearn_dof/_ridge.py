@@ -512,8 +512,9 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Number of landmarks ``p``.
     dof_ : float
         Estimated maximal marginal degrees of freedom ``d_max`` at ``alpha``
-        (``nystroem_.dof_``; at an int ``n_components`` computed on first
-        read, since neither fit nor predict needs it).
+        (``nystroem_.dof_``; for uniform landmarks at an int
+        ``n_components`` computed on first read, since neither fit nor
+        predict needs it).
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^-1``.
     n_features_in_ : int
