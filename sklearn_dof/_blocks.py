@@ -27,7 +27,8 @@ import numpy as np
 from scipy.linalg import blas
 from sklearn import get_config
 from sklearn.utils import gen_batches
-from threadpoolctl import threadpool_info  # a requirement of scikit-learn
+
+from . import _parallel
 
 # A block of rows holds the kernel block, its features and one temporary of
 # the same size (the squared distances of the RBF kernel, say).
@@ -160,10 +161,27 @@ def _mirror_lower(A, block=512):
 
 
 def _one_blas_thread():
-    """Whether every BLAS loaded in the process runs a single thread (False
-    when none is recognised: the general route then)."""
-    pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
-    return bool(pools) and all(pool["num_threads"] == 1 for pool in pools)
+    """Whether every BLAS loaded in the process runs a single thread, as in
+    the workers of a parallel pass (False when none is recognised: the
+    general route then)."""
+    return _parallel.blas_threads() == 1
+
+
+def _merge(total, other):
+    """``total + other`` for two partial results of :func:`_add` (the
+    workers' sums of a parallel pass), in place in ``total``."""
+    if other is None:
+        return total
+    if total is None:
+        return other
+    if isinstance(total, tuple):
+        return tuple(_merge(a, b) for a, b in zip(total, other, strict=True))
+    if isinstance(total, _GramSum):
+        if total.lower_only == other.lower_only:
+            total.total += other.total
+            return total
+        return gram_total(total) + gram_total(other)
+    return _add(total, other)
 
 
 def _add(total, term):
@@ -187,6 +205,48 @@ def _add(total, term):
         total += term
         return total
     return total + term
+
+
+def _threads_and_batch(
+    n_samples, n_components, itemsize, working_memory, accumulator=True
+):
+    """Worker threads and rows per block of a pass over ``n_samples`` rows.
+
+    Each worker holds a block's buffers and (``accumulator``) a ``p x p``
+    float64 accumulator of its own: the threads are as many as
+    :func:`_parallel.n_threads` allows and the budget holds with blocks of
+    256 rows at least, the
+    blocks as large as the rest of the budget allows (see
+    :func:`row_batch_size`), in a number that is a multiple of the workers.
+    One thread: the blocks of :func:`row_batch_size`.
+    """
+    threads = _parallel.n_threads()
+    if threads > 1:
+        budget = working_memory * 2**20
+        accumulator = 8 * n_components**2 if accumulator else 0
+        row_bytes = _BUFFERS_PER_ROW * max(n_components, 1) * itemsize
+        smallest = accumulator + row_bytes * min(n_samples, 256)
+        threads = max(1, min(threads, int(budget // smallest)))
+    if threads == 1:
+        return 1, row_batch_size(n_samples, n_components, itemsize, working_memory)
+    share = (working_memory * 2**20 / threads - accumulator) / 2**20
+    rows = row_batch_size(n_samples, n_components, itemsize, share)
+    return threads, _parallel.balanced_batch_size(n_samples, rows, threads)
+
+
+def for_row_blocks(function, n_samples, n_columns, itemsize=8):
+    """``function(slices)`` for each worker's group of row blocks, in parallel.
+
+    For passes that write per-row results (columns of a factor, quadratic
+    forms) into rows of their own: blocks of ``n_columns`` wide buffers
+    within the memory budget, one group per worker; the results of
+    ``function`` in the order of the groups.
+    """
+    threads, batch_size = _threads_and_batch(
+        n_samples, n_columns, itemsize, get_config()["working_memory"], False
+    )
+    slices = list(gen_batches(n_samples, batch_size))
+    return _parallel.run(function, _parallel.group_slices(slices, threads), threads)
 
 
 class FeatureBlocks:
@@ -244,7 +304,7 @@ class FeatureBlocks:
         itemsize = np.dtype(dtype).itemsize
         if working_memory is None:
             working_memory = get_config()["working_memory"]
-        batch_size = row_batch_size(
+        self.n_threads, batch_size = _threads_and_batch(
             self.n_samples, n_components, itemsize, working_memory
         )
         self.slices = list(gen_batches(self.n_samples, batch_size))
@@ -266,47 +326,69 @@ class FeatureBlocks:
         blocks.cached = True
         return blocks
 
-    def _blocks(self):
-        if self._cache is not None:
-            yield from zip(self.slices, self._cache, strict=True)
-            return
-        kept = [] if self.cached else None
-        for sl in self.slices:
-            Phi_b = self.feature_map(self.X[sl])
-            if kept is not None:
-                kept.append(Phi_b)
-            yield sl, Phi_b
-        if kept is not None:
-            self._cache = kept
+    def _block(self, b):
+        """Features of block ``b``, kept when the blocks are cached."""
+        if self._cache is not None and self._cache[b] is not None:
+            return self._cache[b]
+        Phi_b = self.feature_map(self.X[self.slices[b]])
+        if self.cached:
+            # Each worker fills its own entries of a list set up before
+            # the pass.
+            self._cache[b] = Phi_b
+        return Phi_b
+
+    def _pass(self, work):
+        """``work(blocks)`` for each worker's group of block numbers, in
+        parallel; the results in the order of the groups."""
+        if self.cached and self._cache is None:
+            self._cache = [None] * len(self.slices)
+        groups = _parallel.group_slices(range(len(self.slices)), self.n_threads)
+        return _parallel.run(work, groups, self.n_threads)
 
     def reduce(self, statistic, *row_arrays):
         """``sum_b statistic(Phi_b, *(a[b] for a in row_arrays))``.
 
-        ``statistic`` returns an array, a number or a tuple of them.
+        ``statistic`` returns an array, a number or a tuple of them.  Each
+        worker sums its own blocks; the workers' sums are added in a fixed
+        order (see :mod:`sklearn_dof._parallel`).
         """
+
+        def work(blocks):
+            total = None
+            for b in blocks:
+                sl = self.slices[b]
+                term = statistic(self._block(b), *(a[sl] for a in row_arrays))
+                total = _add(total, term)
+            return total
+
         total = None
-        for sl, Phi_b in self._blocks():
-            total = _add(total, statistic(Phi_b, *(a[sl] for a in row_arrays)))
+        for part in self._pass(work):
+            total = _merge(total, part)
         return total
 
     def map(self, function, *row_arrays):
         """Row-wise results ``function(Phi_b, ...)`` stacked over the blocks."""
-        parts = [
-            function(Phi_b, *(a[sl] for a in row_arrays))
-            for sl, Phi_b in self._blocks()
-        ]
+
+        def work(blocks):
+            return [
+                function(self._block(b), *(a[self.slices[b]] for a in row_arrays))
+                for b in blocks
+            ]
+
+        parts = [part for group in self._pass(work) for part in group]
         if isinstance(parts[0], tuple):
             return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
         return np.concatenate(parts)
 
     def first_block(self):
         """Features of the first block."""
-        for _, Phi_b in self._blocks():
-            return Phi_b
+        if self._cache is not None and self._cache[0] is not None:
+            return self._cache[0]
+        return self.feature_map(self.X[self.slices[0]])
 
     def pilot(self, n_rows=1024):
         """Features of the first ``n_rows`` rows: a pilot for shifts."""
-        if self._cache is not None:
+        if self._cache is not None and self._cache[0] is not None:
             return self._cache[0][:n_rows]
         if self.feature_map is None:
             return self.first_block()[:n_rows]

@@ -20,11 +20,11 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
-from sklearn.utils import check_random_state, gen_batches
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from . import _dask
-from ._blocks import row_batch_size
+from . import _dask, _parallel
+from ._blocks import for_row_blocks
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._validation import (
     check_factor,
@@ -168,16 +168,19 @@ def _quadratic_forms(G, A):
     )
     trmm = linalg.get_blas_funcs("trmm", (C_inv,))
     forms = np.empty(G.shape[0])
+
     # Row blocks that the allocator reuses: no n x r temporary, whose first
     # touch costs more than the product on machines that back memory lazily.
-    for rows in gen_batches(G.shape[0], row_batch_size(*G.shape)):
-        # G_b C^-T from the right, in place in a column-major float64 copy
-        # of G_b: the factor's own layout, so the copy moves contiguous
-        # columns (copying into G_b^T instead, a strided transpose, took
-        # as long as the product at r = 256).
-        Z = np.array(G[rows], dtype=np.float64, order="F")
-        Z = trmm(1.0, C_inv, Z, side=1, lower=1, trans_a=1, overwrite_b=1)
-        forms[rows] = np.einsum("ij,ij->i", Z, Z)
+    def work(slices):
+        for rows in slices:
+            # G_b C^-T from the right, in place in a column-major float64
+            # copy of G_b: the factor's own layout, so the copy moves
+            # contiguous columns (a strided transpose would not).
+            Z = np.array(G[rows], dtype=np.float64, order="F")
+            Z = trmm(1.0, C_inv, Z, side=1, lower=1, trans_a=1, overwrite_b=1)
+            forms[rows] = np.einsum("ij,ij->i", Z, Z)
+
+    for_row_blocks(work, *G.shape)
     return forms
 
 
@@ -429,9 +432,11 @@ def estimate_degrees_of_freedom(
     params = get_kernel_params(kernel, gamma, coef0, degree, kernel_params)
     check_kernel_is_psd(kernel)
     access = KernelColumns(X, kernel, params, n_jobs)
-    return _estimate_from_access(access, alpha, n_columns, tol, random_state, sampling)[
-        0
-    ]
+    with _parallel.use_n_jobs(n_jobs):
+        estimate = _estimate_from_access(
+            access, alpha, n_columns, tol, random_state, sampling
+        )
+    return estimate[0]
 
 
 def _estimate_from_access(

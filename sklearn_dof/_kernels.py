@@ -6,11 +6,9 @@ the data and the kernel specification and serves exactly those two things,
 so that no caller can accidentally form the full matrix.
 """
 
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import effective_n_jobs
 from scipy import sparse
 from sklearn.metrics.pairwise import (
     KERNEL_PARAMS,
@@ -18,9 +16,9 @@ from sklearn.metrics.pairwise import (
     pairwise_kernels,
 )
 from sklearn.preprocessing import normalize
-from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from . import _parallel
 from ._validation import check_kernel_params, check_kernel_values, checked_kernel
 
 # Kernels whose diagonal is identically one: k(x, x) = exp(-gamma * 0).
@@ -67,17 +65,18 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
 # Entries per chunk of the elementwise part of the RBF kernel: a chunk stays
 # in a core's L2 cache through the clip and the exponential.
 _RBF_CHUNK = 2**16
+# Rows per worker below which a kernel block is evaluated by one thread.
+_MIN_PARALLEL_ROWS = 256
 
 
-def _rbf_block(X, Y, gamma, n_threads):
+def _rbf_block(X, Y, gamma):
     """``exp(-gamma ||x - y||^2)`` for dense float64 ``X`` and ``Y``.
 
     The exponent comes out of one GEMM on augmented rows,
     ``[x, 1, |x|^2] . [2 gamma y, -gamma |y|^2, -gamma]``, the expansion
     scikit-learn's ``euclidean_distances`` uses (same rounding level), without its
     separate passes over the block; the clip and the exponential then run on
-    cache-sized chunks, split between ``n_threads`` threads (numpy releases
-    the GIL there, and the BLAS is idle).
+    cache-sized chunks.
     """
     x_sq = np.einsum("ij,ij->i", X, X)
     y_sq = np.einsum("ij,ij->i", Y, Y)
@@ -88,40 +87,16 @@ def _rbf_block(X, Y, gamma, n_threads):
     Y_aug = np.hstack([2.0 * gamma * Y, -gamma * y_sq[:, None], -gamma * ones_y])
     block = X_aug @ Y_aug.T
     rows = max(1, _RBF_CHUNK // max(Y.shape[0], 1))
-
-    def finish(start, stop):
-        for lo in range(start, stop, rows):
-            chunk = block[lo : min(lo + rows, stop)]
-            # Rounding can leave a tiny positive exponent for nearby points.
-            np.minimum(chunk, 0.0, out=chunk)
-            np.exp(chunk, out=chunk)
-
-    n = block.shape[0]
-    n_threads = max(1, min(n_threads, n // rows))
-    if n_threads == 1:
-        finish(0, n)
-    else:
-        bounds = np.linspace(0, n, n_threads + 1).astype(int)
-        with ThreadPoolExecutor(n_threads) as executor:
-            list(executor.map(finish, bounds[:-1], bounds[1:]))
+    for lo in range(0, block.shape[0], rows):
+        chunk = block[lo : lo + rows]
+        # Rounding can leave a tiny positive exponent for nearby points.
+        np.minimum(chunk, 0.0, out=chunk)
+        np.exp(chunk, out=chunk)
     return block
 
 
-def kernel_block(X, Y, kernel, params, n_jobs=None):
-    """``K(X, Y)`` as a dense array: float32 for float32 ``X``, else float64.
-
-    With ``kernel="precomputed"``, ``X`` holds kernel values and ``Y`` the
-    indices of the columns wanted.  The RBF kernel on dense float64 rows
-    takes a fused path (:func:`_rbf_block`), every other kernel
-    :func:`sklearn.metrics.pairwise_kernels`.  ``n_jobs`` is passed to the
-    latter; the fused path uses ``n_jobs`` threads, or by default as many as
-    scikit-learn's own parallel pairwise reductions (the OpenMP setting).
-    """
-    dtype = X.dtype if X.dtype == np.float32 else np.float64
-    if kernel == "precomputed":
-        block = X[:, np.asarray(Y, dtype=np.intp)]
-        block = block.toarray() if sparse.issparse(block) else block
-        return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
+def _serial_kernel_block(X, Y, kernel, params):
+    """:func:`kernel_block` on the calling thread."""
     if (
         kernel == "rbf"
         and not sparse.issparse(X)
@@ -131,24 +106,46 @@ def kernel_block(X, Y, kernel, params, n_jobs=None):
     ):
         gamma = params.get("gamma")
         gamma = 1.0 / X.shape[1] if gamma is None else float(gamma)
-        if n_jobs is None:
-            n_threads = _openmp_effective_n_threads()
-        else:
-            n_threads = effective_n_jobs(n_jobs)
         with np.errstate(over="ignore", invalid="ignore"):
-            block = _rbf_block(X, Y, gamma, n_threads)
-    else:
-        block = None
-    if block is None:
-        block = pairwise_kernels(
-            X,
-            Y,
-            metric=checked_kernel(kernel),
-            filter_params=True,
-            n_jobs=n_jobs,
-            **params,
-        )
-    return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
+            block = _rbf_block(X, Y, gamma)
+        if block is not None:
+            return block
+    return pairwise_kernels(
+        X, Y, metric=checked_kernel(kernel), filter_params=True, **params
+    )
+
+
+def kernel_block(X, Y, kernel, params, n_jobs="context"):
+    """``K(X, Y)`` as a dense array: float32 for float32 ``X``, else float64.
+
+    With ``kernel="precomputed"``, ``X`` holds kernel values and ``Y`` the
+    indices of the columns wanted.  The RBF kernel on dense float64 rows
+    takes a fused path (:func:`_rbf_block`), every other kernel
+    :func:`sklearn.metrics.pairwise_kernels`.  Large blocks are split into
+    one group of rows per worker of the pool of :mod:`sklearn_dof._parallel`
+    (``n_jobs`` threads, by default the ``n_jobs`` of the estimator at work),
+    each written in place into the result with the BLAS on one thread;
+    inside a parallel pass the block is evaluated by its own worker.
+    """
+    dtype = X.dtype if X.dtype == np.float32 else np.float64
+    if kernel == "precomputed":
+        block = X[:, np.asarray(Y, dtype=np.intp)]
+        block = block.toarray() if sparse.issparse(block) else block
+        return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
+    n = X.shape[0]
+    threads = min(_parallel.n_threads(n_jobs), n // _MIN_PARALLEL_ROWS)
+    if threads <= 1:
+        block = _serial_kernel_block(X, Y, kernel, params)
+        return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
+    out = np.empty((n, Y.shape[0]), dtype=dtype)
+    bounds = np.linspace(0, n, threads + 1).astype(int)
+    groups = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def work(rows):
+        out[rows] = _serial_kernel_block(X[rows], Y, kernel, params)
+
+    _parallel.run(work, groups, threads)
+    return check_kernel_values(out, kernel)
 
 
 class KernelColumns:
@@ -232,7 +229,8 @@ class KernelColumns:
         indices = np.asarray(indices, dtype=np.intp)
         landmarks = indices if self.kernel == "precomputed" else self.X[indices]
         X = self.X if rows is None else self.X[rows]
-        return kernel_block(X, landmarks, self.kernel, self.params, self.n_jobs)
+        n_jobs = "context" if self.n_jobs is None else self.n_jobs
+        return kernel_block(X, landmarks, self.kernel, self.params, n_jobs)
 
     def rows(self, indices):
         """The training rows ``X[indices]`` (landmark points)."""

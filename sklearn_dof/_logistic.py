@@ -13,7 +13,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from . import _dask
+from . import _dask, _parallel
 from ._kernels import KERNEL_CONSTRAINTS
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
 from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
@@ -203,6 +203,7 @@ class DoFKernelLogisticRegression(
         self.random_state = random_state
         self.n_jobs = n_jobs
 
+    @_parallel.with_n_jobs
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Fit the Nystroem feature map and the logistic regression on it.
@@ -287,6 +288,7 @@ class DoFKernelLogisticRegression(
         return self
 
     @_dask.chunkwise
+    @_parallel.with_n_jobs
     def decision_function(self, X):
         """Decision values ``phi(X) coef_^T + intercept_``.
 
@@ -311,6 +313,7 @@ class DoFKernelLogisticRegression(
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     @_dask.chunkwise
+    @_parallel.with_n_jobs
     def predict(self, X):
         """Predict class labels.
 
@@ -332,6 +335,7 @@ class DoFKernelLogisticRegression(
         return self.classes_[index]
 
     @_dask.chunkwise
+    @_parallel.with_n_jobs
     def predict_proba(self, X):
         """Class probabilities (sigmoid or softmax of the decision values).
 
@@ -352,6 +356,7 @@ class DoFKernelLogisticRegression(
         return softmax(scores, axis=1)
 
     @_dask.chunkwise
+    @_parallel.with_n_jobs
     def predict_log_proba(self, X):
         """Logarithm of the class probabilities, computed stably.
 

@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _dask
+from . import _dask, _parallel
 from ._blocks import FeatureBlocks, _mirror_lower, _one_blas_thread
 from ._dof import (
     _column_rule,
@@ -266,7 +266,8 @@ class _TriangularFeatures:
         if self.factor is None:  # the kernel basis: K(x, I) itself
             return K
         T = self.factor.astype(K.dtype, copy=False)
-        if not self.triangular_product:
+        # A worker of a parallel pass runs the BLAS on one thread.
+        if not (self.triangular_product or _parallel.in_worker()):
             return K @ T
         trmm = linalg.get_blas_funcs("trmm", (T, K))
         # (K T)^T = T^T K^T, computed in place in K's Fortran-ordered transpose.
@@ -459,6 +460,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             self.kernel, self.gamma, self.coef0, self.degree, self.kernel_params
         )
 
+    @_parallel.with_n_jobs
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Choose the landmarks and the rank.
@@ -801,6 +803,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         return blocks
 
     @_dask.chunkwise
+    @_parallel.with_n_jobs
     def transform(self, X):
         """Map X to the Nystroem features ``K(X, I) K(I, I)^{+1/2}``.
 

@@ -35,7 +35,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from . import _dask
+from . import _dask, _parallel
 from ._blocks import normal_equations
 from ._kernels import KERNEL_CONSTRAINTS
 from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
@@ -391,6 +391,7 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
         return (self.dual_coef_ @ gram) @ nystroem.normalization_.astype(np.float64)
 
     @_dask.chunkwise
+    @_parallel.with_n_jobs
     def predict(self, X):
         """Predict with the fitted low-rank kernel ridge model.
 
@@ -602,6 +603,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
+    @_parallel.with_n_jobs
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Choose the landmarks, then solve the ridge problem on the features.
@@ -868,6 +870,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             )
         return alphas
 
+    @_parallel.with_n_jobs
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Choose the landmarks, select the penalty, and fit at it.

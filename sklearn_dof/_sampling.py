@@ -24,10 +24,10 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
-from sklearn.utils import check_random_state, gen_batches
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._blocks import row_batch_size
+from ._blocks import for_row_blocks
 from ._validation import check_square_matrix
 
 # Residual diagonals below this fraction of max_i k_ii are rounding noise:
@@ -160,21 +160,27 @@ class PartialCholesky:
         if self._rank + k > self._G.shape[1]:
             self.reserve(max(2 * self._G.shape[1], self._rank + k, 8))
 
-    def _schur_blocks(self, indices):
-        """``(rows, K(rows, B) - G_rows G_B^T)`` by blocks of rows.
+    def _for_schur_blocks(self, indices, consume):
+        """``consume(rows, K(rows, B) - G_rows G_B^T)`` by blocks of rows, a
+        group of blocks per worker thread (``consume`` writes rows of its
+        own).
 
         No ``n x |B|`` temporary, whose first touch costs more than the
-        products on machines that back fresh memory lazily (measured here:
-        about 2 ms per MB, the time of 30 MFLOP).
+        products on machines that back fresh memory lazily.
         """
         G = self.factor
         G_B = G[indices].T
+        rank = self._rank
+
+        def work(slices):
+            for rows in slices:
+                S = self._columns(indices, rows=rows)
+                if rank:
+                    S -= G[rows] @ G_B
+                consume(rows, S)
+
         n = self._G.shape[0]
-        for rows in gen_batches(n, row_batch_size(n, max(G.shape[1], indices.size))):
-            S = self._columns(indices, rows=rows)
-            if self._rank:
-                S -= G[rows] @ G_B
-            yield rows, S
+        for_row_blocks(work, n, max(G.shape[1], indices.size))
 
     def _append(self, indices, transform):
         """Append the columns ``(K(:, B) - G G_B^T) transform`` to ``G``."""
@@ -182,13 +188,16 @@ class PartialCholesky:
         self._make_room(k)
         transform = transform.astype(self._G.dtype, copy=False)
         new = self._G[:, self._rank : self._rank + k]
-        for rows, S in self._schur_blocks(indices):
+
+        def consume(rows, S):
             # The product as (transform^T S^T)^T: column-major like the
             # factor, so storing it copies contiguous columns, not a
-            # transpose (measured: a third of the round's time outside BLAS).
+            # transpose.
             block = (transform.T @ S.T).T
             new[rows] = block
             self.residual[rows] -= np.einsum("ij,ij->i", block, block, dtype=np.float64)
+
+        self._for_schur_blocks(indices, consume)
         self._rank += k
         np.clip(self.residual, 0, None, out=self.residual)
 
@@ -293,8 +302,11 @@ class PartialCholesky:
         ``scratch``; returns how many were taken."""
         self._make_room(min(candidates.size, n_pivots))
         S = scratch[:, : candidates.size]
-        for rows, block in self._schur_blocks(candidates):
+
+        def consume(rows, block):
             S[rows] = block
+
+        self._for_schur_blocks(candidates, consume)
         column_of = {int(i): j for j, i in enumerate(candidates)}
         start = self._rank
         taken = 0

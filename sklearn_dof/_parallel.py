@@ -1,0 +1,213 @@
+"""One pool of threads for every loop over the training rows.
+
+Every pass of a fit over the rows (kernel blocks, the Gram matrix and the
+right-hand sides, the quadratic forms of the d.o.f. estimate, the columns
+of a partial Cholesky factor, the Newton passes, transform and predict) is
+a loop over blocks of rows whose blocks are independent.  The threading
+model is the same for all of them:
+
+* the rows are cut into one contiguous *group* of blocks per worker thread,
+  with as many blocks in every group (block sizes follow the thread count,
+  not only the memory budget);
+* each worker walks its group with the BLAS on one thread, evaluating the
+  kernel and reducing into accumulators of its own, so that no two threads
+  share a cache line of output and the BLAS never runs threads inside
+  threads (:mod:`threadpoolctl` limits every BLAS loaded in the process for
+  the duration of the pass, and restores it after);
+* the workers' partial results are added in the order of the groups, so a
+  result depends on the thread count but never on the scheduling: a fit is
+  reproducible for a given ``n_jobs``;
+* the workers belong to one pool per process, created at the first
+  parallel pass and grown when a pass asks for more threads: a fit starts
+  ``O(threads)`` threads, never one per block.
+
+Numpy releases the GIL in the BLAS and in its ufuncs, which is where a pass
+spends its time, so Python threads suffice.
+
+The thread count is scikit-learn's ``n_jobs``: None means the BLAS/OpenMP
+default (all cores unless ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
+:func:`threadpoolctl.threadpool_limits` or a joblib worker say fewer), -1 all
+cores.  An estimator sets it for the duration of its methods
+(:func:`use_n_jobs`), so the numerical helpers it calls need no argument.
+"""
+
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+
+from joblib import effective_n_jobs
+from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+_N_JOBS = ContextVar("sklearn_dof_n_jobs", default=None)
+_local = threading.local()
+_lock = threading.Lock()
+_pool = None  # (executor, its number of workers, the pid that created it)
+_controller = None
+
+
+def _blas_controller():
+    """A cached :class:`threadpoolctl.ThreadpoolController` (building one
+    scans the loaded libraries: too slow to do per pass)."""
+    global _controller
+    if _controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController()
+    return _controller
+
+
+def in_worker():
+    """Whether the calling thread is a worker of a parallel pass, whose BLAS
+    runs on one thread."""
+    return getattr(_local, "worker", False)
+
+
+def blas_threads():
+    """The largest thread count of the BLAS libraries loaded (1 in a worker);
+    None when no BLAS is recognised."""
+    if in_worker():
+        return 1
+    counts = [
+        lib.num_threads
+        for lib in _blas_controller().lib_controllers
+        if lib.user_api == "blas"
+    ]
+    return max(counts) if counts else None
+
+
+@contextmanager
+def use_n_jobs(n_jobs):
+    """``n_jobs`` for the parallel passes run inside the ``with`` block."""
+    token = _N_JOBS.set(n_jobs)
+    try:
+        yield
+    finally:
+        _N_JOBS.reset(token)
+
+
+def with_n_jobs(method):
+    """Run an estimator's method under its own ``n_jobs``."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with use_n_jobs(getattr(self, "n_jobs", None)):
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def n_threads(n_jobs="context"):
+    """Worker threads of a parallel pass for ``n_jobs``.
+
+    ``"context"`` reads the ``n_jobs`` set by :func:`use_n_jobs`.  None is
+    the smaller of the OpenMP default (scikit-learn's own, which follows
+    ``OMP_NUM_THREADS`` and the CPU quota) and the BLAS's current setting,
+    so that a caller that limited either (a joblib worker, a
+    ``threadpool_limits`` block) is obeyed.  Always 1 inside a worker: the
+    passes do not nest.
+    """
+    if in_worker():
+        return 1
+    if n_jobs == "context":
+        n_jobs = _N_JOBS.get()
+    if n_jobs is None:
+        threads = _openmp_effective_n_threads()
+        blas = blas_threads()
+        if blas is not None:
+            threads = min(threads, blas)
+    else:
+        threads = effective_n_jobs(n_jobs)
+    return max(1, int(threads))
+
+
+def _mark_worker():
+    _local.worker = True
+
+
+def _executor(workers):
+    """The process's pool, with at least ``workers`` threads."""
+    global _pool
+    with _lock:
+        if _pool is None or _pool[1] < workers or _pool[2] != os.getpid():
+            if _pool is not None and _pool[2] == os.getpid():
+                # Threads already started finish their (idle) life; the
+                # larger pool replaces this one for every later pass.
+                _pool[0].shutdown(wait=False)
+            executor = ThreadPoolExecutor(
+                workers, thread_name_prefix="sklearn_dof", initializer=_mark_worker
+            )
+            _pool = (executor, workers, os.getpid())
+        return _pool[0]
+
+
+def group_slices(slices, n_groups):
+    """Contiguous runs of ``slices`` with as equal numbers of rows as the
+    blocks allow, at most ``n_groups`` of them, none empty."""
+    n_groups = max(1, min(n_groups, len(slices)))
+    if n_groups == 1:
+        return [list(slices)]
+    sizes = [s.stop - s.start for s in slices]
+    total = sum(sizes)
+    groups, current, done = [], [], 0
+    for sl, size in zip(slices, sizes, strict=True):
+        current.append(sl)
+        done += size
+        # Close the group once its share of the rows is reached, keeping a
+        # block for each group still to come.
+        left = len(slices) - len(groups) - len(current)
+        if (
+            len(groups) < n_groups - 1
+            and done >= total * (len(groups) + 1) / n_groups
+            and left >= n_groups - len(groups) - 1
+        ):
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    return groups
+
+
+def balanced_batch_size(n_samples, max_rows, threads, min_rows=64):
+    """Rows per block: at most ``max_rows``, and a number of blocks that is a
+    multiple of ``threads`` when there are enough rows, so that every
+    worker gets the same number of equal blocks."""
+    max_rows = max(1, min(max_rows, n_samples))
+    if threads <= 1:
+        return max_rows
+    per_worker = -(-n_samples // threads)
+    if per_worker < min_rows:
+        # Too few rows to split: as few blocks as the cap allows.
+        return max_rows
+    blocks_each = -(-per_worker // max_rows)
+    return max(1, -(-n_samples // (threads * blocks_each)))
+
+
+def run(function, tasks, threads):
+    """``[function(task) for task in tasks]``, on ``threads`` workers.
+
+    One task per worker at most is the intended use (the groups of
+    :func:`group_slices`); the BLAS runs one thread per worker during the
+    pass.  Serial, with no pool and no BLAS limit, for a single task or
+    thread.
+    """
+    tasks = list(tasks)
+    if threads <= 1 or len(tasks) <= 1 or in_worker():
+        return [function(task) for task in tasks]
+    executor = _executor(min(threads, len(tasks)))
+    with _blas_limit():
+        return list(executor.map(function, tasks))
+
+
+def _blas_limit():
+    controller = _blas_controller()
+    if not any(lib.user_api == "blas" for lib in controller.lib_controllers):
+        return nullcontext()
+    return controller.limit(limits=1, user_api="blas")
+
+
+def threads_started():
+    """Threads this module's pool holds now (for tests and benchmarks)."""
+    return 0 if _pool is None else len(_pool[0]._threads)
