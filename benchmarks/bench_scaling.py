@@ -36,7 +36,15 @@ Parts (``--parts``, all by default):
   default, and their median times are compared);
 * ``auto``: ``n_components="auto"`` against a fit at the rank it chose,
   given as an int (the cost of choosing the rank);
-* ``predict``: throughput on 10,000 rows and single-row latency.
+* ``predict``: throughput on 10,000 rows and single-row latency;
+* ``cores``: fit time against the thread count (1, 2, 4, 8, 16, as many as
+  the machine has) at n = 2e5 and 1e6 (``p`` fixed, uniform landmarks),
+  each beside the floor measured in the same child at the same thread
+  count, scikit-learn's pipeline at the largest count, ``"auto"`` with the
+  default sampler (n = 1e5, ``lambda = 1e-3``) and prediction throughput
+  against the thread count.  Each child runs its fit with ``n_jobs=None``
+  under ``OMP_NUM_THREADS`` = its thread count, and reports how many threads
+  the library's pool started.
 
 Test errors are reported against the noise-free target (``test_mse``, the
 excess risk) and against noisy test labels (``test_mse_noisy``, the measure
@@ -53,6 +61,7 @@ Usage::
     python benchmarks/bench_scaling.py --quick         # about 4 minutes
     python benchmarks/bench_scaling.py --parts exact,auto --threads 1
     python benchmarks/bench_scaling.py --resummarise   # summaries, plot again
+    python benchmarks/bench_scaling.py --parts cores --output-dir DIR
 
 Results: ``results.json`` (every number) and ``scaling.png`` in
 ``--output-dir`` (default ``benchmarks/results/scaling``).  Use an idle
@@ -175,6 +184,10 @@ def child(case):
     out["test_mse"] = float(np.mean((pred - f_test) ** 2))
     out["test_mse_noisy"] = float(np.mean((pred - y_test) ** 2))
     out["threads"] = os.environ.get("OMP_NUM_THREADS")
+    if case["system"] == "ours":
+        from sklearn_dof._parallel import threads_started
+
+        out["pool_threads"] = threads_started()
     out["rss_before_fit_bytes"] = rss_before
     out["peak_rss_bytes"] = peak_rss()
     if hasattr(model, "n_components_"):
@@ -212,7 +225,7 @@ def run_case(case, threads, timeout=3600):
     # crashes with a segmentation fault in the 20,000 x 20,000 positive
     # definite solve of KernelRidge on two threads on this machine, so that
     # part compares both systems on one thread each.
-    threads = 1 if case["part"] == "exact" else threads
+    threads = 1 if case["part"] == "exact" else case.get("threads", threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     env["OPENBLAS_NUM_THREADS"] = str(threads)
     start = time.perf_counter()
@@ -297,6 +310,8 @@ def _line(r):
         "test_mse",
         "test_mse_noisy",
         "peak_rss_bytes",
+        "threads",
+        "pool_threads",
         "latency_ms_median",
         "throughput_rows_per_s",
         "error",
@@ -313,7 +328,15 @@ def _line(r):
     return " ".join(parts)
 
 
-def cases(parts, quick):
+def _thread_counts(spec):
+    """Thread counts to measure: a comma-separated list, or the powers of two
+    up to the machine's cores."""
+    if spec:
+        return [int(t) for t in spec.split(",")]
+    return [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= (os.cpu_count() or 1)]
+
+
+def cases(parts, quick, core_counts=None, aux_counts=None):
     p = 500 if quick else 2000
     out = []
     if "scaling" in parts:
@@ -373,6 +396,33 @@ def cases(parts, quick):
                     p="auto",
                     then_int=1,
                     **{"lambda": 1e-3},
+                )
+            )
+    if "cores" in parts:
+        counts = _thread_counts(core_counts)
+        for n in (20_000, 50_000) if quick else (200_000, 1_000_000):
+            for t in counts:
+                if n >= 1_000_000 and t < min(4, counts[-1]):
+                    continue  # minutes each, and the shape is known from 2e5
+                case = dict(part="cores", system="ours", n=n, d=8, p=p, floor=1)
+                out.append(dict(case, threads=t))
+            out.append(
+                dict(part="cores", system="sklearn", n=n, d=8, p=p, threads=counts[-1])
+            )
+        for t in _thread_counts(aux_counts):
+            n_auto = 20_000 if quick else 100_000
+            auto = dict(part="cores_auto", system="ours", n=n_auto)
+            auto.update(d=8, p="auto", threads=t, **{"lambda": 1e-3})
+            out.append(auto)
+            out.append(
+                dict(
+                    part="cores_predict",
+                    system="ours",
+                    n=20_000 if quick else 100_000,
+                    d=8,
+                    p=p,
+                    threads=t,
+                    latency=1,
                 )
             )
     if "predict" in parts:
@@ -453,6 +503,7 @@ def summarise(results):
         for r in by.get("auto", [])
         if r.get("int_fit_s")
     ]
+    summary["cores"] = _cores_rows(by)
     eq = [r for r in by.get("equal_error", []) if "test_mse" in r]
     if eq:
         # Within 1% of the best test error of the part, on noisy test labels
@@ -463,6 +514,46 @@ def summarise(results):
             for metric in ("test_mse_noisy", "test_mse")
         }
     return summary
+
+
+def _cores_rows(by):
+    """Fit time against threads: speed-up over one thread (or the fewest
+    measured), the floor ratio, scikit-learn's time at the largest count."""
+    rows = []
+    for part in ("cores", "cores_auto", "cores_predict"):
+        done = [r for r in by.get(part, []) if "fit_s" in r]
+        for n in sorted({r["n"] for r in done}):
+            ours = sorted(
+                (r for r in done if r["n"] == n and r["system"] == "ours"),
+                key=lambda r: int(r["threads"]),
+            )
+            sk = [r for r in done if r["n"] == n and r["system"] == "sklearn"]
+            if not ours:
+                continue
+            key = "predict_s" if part == "cores_predict" else "fit_s"
+            base = ours[0]
+            for r in ours:
+                row = {
+                    "part": part,
+                    "n": n,
+                    "threads": int(r["threads"]),
+                    "seconds": r[key],
+                    # Over the fewest threads measured at this n.
+                    "speedup": base[key] / r[key],
+                    "speedup_over_threads": int(base["threads"]),
+                    "pool_threads": r.get("pool_threads"),
+                    "peak_rss_gib": r["peak_rss_bytes"] / 2**30,
+                    "test_mse": r["test_mse"],
+                    "n_components": r.get("n_components_"),
+                }
+                if "fit_over_floor" in r:
+                    row["fit_over_floor"] = r["fit_over_floor"]
+                if sk and int(sk[0]["threads"]) == int(r["threads"]):
+                    row["sklearn_fit_s"] = sk[0]["fit_s"]
+                    row["sklearn_over_ours"] = sk[0]["fit_s"] / r["fit_s"]
+                    row["sklearn_peak_rss_gib"] = sk[0]["peak_rss_bytes"] / 2**30
+                rows.append(row)
+    return rows
 
 
 def _equal_error_rows(eq, metric):
@@ -488,7 +579,11 @@ def _equal_error_rows(eq, metric):
 
 
 def plot(results, path):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the JSON is written already
+        print("matplotlib is not installed: no plot")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -514,6 +609,48 @@ def plot(results, path):
         ax.set_xlabel("n (training rows)")
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_cores(results, path):
+    """Fit time against threads, beside the floor and scikit-learn."""
+    try:
+        import matplotlib
+    except ImportError:  # the JSON is written already
+        print("matplotlib is not installed: no plot")
+        return
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rs = [r for r in results if r["part"] == "cores" and "fit_s" in r]
+    if not rs:
+        return
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for n in sorted({r["n"] for r in rs}):
+        ours = sorted(
+            (r for r in rs if r["n"] == n and r["system"] == "ours"),
+            key=lambda r: int(r["threads"]),
+        )
+        t = [int(r["threads"]) for r in ours]
+        line = ax.plot(t, [r["fit_s"] for r in ours], "o-", label=f"ours n={n:.0e}")
+        ax.plot(t, [r["floor_s"] for r in ours], ":", color=line[0].get_color())
+        for r in rs:
+            if r["n"] == n and r["system"] == "sklearn":
+                ax.plot(
+                    [int(r["threads"])],
+                    [r["fit_s"]],
+                    "s",
+                    color=line[0].get_color(),
+                    label=f"scikit-learn n={n:.0e}",
+                )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("threads")
+    ax.set_ylabel("fit seconds (dotted: floor)")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -546,6 +683,16 @@ def main(argv=None):
         help="BLAS threads of each measurement (default 2, the issue's setting)",
     )
     parser.add_argument(
+        "--core-counts",
+        help="thread counts of the cores part, e.g. 1,2,4 (default: powers "
+        "of two up to the machine's cores)",
+    )
+    parser.add_argument(
+        "--aux-counts",
+        help="thread counts of the cores part's auto and predict cases "
+        "(default: as --core-counts' default)",
+    )
+    parser.add_argument(
         "--resummarise",
         action="store_true",
         help="recompute the summaries and the plot of --output-dir's results.json",
@@ -570,7 +717,10 @@ def main(argv=None):
     args.output_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     results = []
-    todo = cases(parts, args.quick)
+    todo = cases(parts, args.quick, args.core_counts, args.aux_counts)
+    # Each result also goes to progress.jsonl as it comes: a run stopped by a
+    # time limit keeps what it measured.
+    progress = args.output_dir / "progress.jsonl"
     # The exact fit and the fixed ranks against it, repeated by rounds (the
     # automatic rank of the part takes most of a minute and runs once).
     group = [c for c in todo if c["part"] == "exact" and c.get("p") != "auto"]
@@ -584,6 +734,8 @@ def main(argv=None):
             results.append(_auto_against_int(case, result, args))
         else:
             results.append(result)
+        with progress.open("a") as f:
+            f.write(json.dumps(results[-1]) + "\n")
     summary = summarise(results)
     print(json.dumps(summary, indent=1))
     out = args.output_dir / "results.json"
@@ -600,6 +752,8 @@ def main(argv=None):
         [r for run in runs.values() for r in run["results"]],
         args.output_dir / "scaling.png",
     )
+    if "cores" in parts:
+        plot_cores(results, args.output_dir / "cores.png")
     print(f"total {time.perf_counter() - start:.0f} s -> {out}")
 
 

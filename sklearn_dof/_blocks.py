@@ -112,7 +112,13 @@ class _GramSum:
     def add(self, term):
         B = term.block
         if self.total is None:
-            self.lower_only = B.dtype == np.float64 and _one_blas_thread()
+            # scipy's BLAS wrappers hold the GIL: never in a worker of a
+            # parallel pass, whose threads would then run one at a time.
+            self.lower_only = (
+                B.dtype == np.float64
+                and not _parallel.in_worker()
+                and _one_blas_thread()
+            )
             if not self.lower_only:
                 self.total = term.dense()
                 return self
@@ -342,7 +348,8 @@ class FeatureBlocks:
         parallel; the results in the order of the groups."""
         if self.cached and self._cache is None:
             self._cache = [None] * len(self.slices)
-        groups = _parallel.group_slices(range(len(self.slices)), self.n_threads)
+        sizes = [sl.stop - sl.start for sl in self.slices]
+        groups = _parallel.group_blocks(sizes, self.n_threads)
         return _parallel.run(work, groups, self.n_threads)
 
     def reduce(self, statistic, *row_arrays):

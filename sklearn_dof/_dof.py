@@ -172,12 +172,18 @@ def _quadratic_forms(G, A):
     # Row blocks that the allocator reuses: no n x r temporary, whose first
     # touch costs more than the product on machines that back memory lazily.
     def work(slices):
+        # scipy's trmm holds the GIL: a worker of a parallel pass takes
+        # numpy's general product (twice the flops, on every core) instead.
+        triangular = not _parallel.in_worker()
         for rows in slices:
-            # G_b C^-T from the right, in place in a column-major float64
-            # copy of G_b: the factor's own layout, so the copy moves
-            # contiguous columns (a strided transpose would not).
-            Z = np.array(G[rows], dtype=np.float64, order="F")
-            Z = trmm(1.0, C_inv, Z, side=1, lower=1, trans_a=1, overwrite_b=1)
+            if triangular:
+                # G_b C^-T from the right, in place in a column-major float64
+                # copy of G_b: the factor's own layout, so the copy moves
+                # contiguous columns (a strided transpose would not).
+                Z = np.array(G[rows], dtype=np.float64, order="F")
+                Z = trmm(1.0, C_inv, Z, side=1, lower=1, trans_a=1, overwrite_b=1)
+            else:
+                Z = G[rows].astype(np.float64, copy=False) @ C_inv.T
             forms[rows] = np.einsum("ij,ij->i", Z, Z)
 
     for_row_blocks(work, *G.shape)

@@ -103,6 +103,44 @@ def _landmark_cholesky(gram, rtol=PINV_RTOL):
     return R
 
 
+# A shift of K(I, I) at most this fraction of the penalty on the landmark
+# block's scale (see _shifted_landmark_cholesky).
+_SHIFT_PENALTY_FRACTION = 1e-2
+
+
+def _shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
+    """``(R, K(I, I) + s I)`` with ``R^T R = K(I, I) + s I``, or None.
+
+    For the blocks :func:`_landmark_cholesky` refuses (duplicated or
+    numerically dependent landmarks), at the same ``p^3 / 3`` flops instead
+    of the ``9 p^3`` of the pseudo-inverse square root.  The shift
+    ``s = rtol ||K(I, I)||_1`` (at least ``rtol`` times the largest
+    eigenvalue) bounds the condition number by about ``1 / rtol``, the level
+    at which the pseudo-inverse drops eigenvalues.  The features
+    ``K(x, I) R^{-1}`` give ``L_s = K(:, I) (K(I, I) + s I)^{-1} K(I, :)``:
+    each direction of ``K(I, I)`` with eigenvalue ``mu`` enters scaled by
+    ``mu / (mu + s)``, so the ones the pseudo-inverse keeps (``mu >= s``)
+    lose at most half, those far above it nothing, and the ones it drops
+    (duplicated landmarks) nearly vanish.  In the ridge objective
+    the shift is an extra penalty ``alpha s ||beta||^2`` on the dual weights
+    (Falkon shifts its landmark block the same way).  ``p`` uniform
+    landmarks see the spectrum of ``K`` scaled by ``p / n``, and with it the
+    penalty: ``landmark_penalty = alpha p / n``.  The shift is taken only when
+    it is below 1% of that, where ridge regression damps the directions it
+    perturbs anyway; else, and for a block that the shift does not make
+    positive definite (a kernel that is not PSD), None: the pseudo-inverse.
+    """
+    gram = np.asarray(gram, dtype=np.float64)
+    shift = rtol * max(float(lapack.dlange("1", gram)), np.finfo(float).tiny)
+    if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty:
+        return None
+    shifted = gram + shift * np.eye(gram.shape[0])
+    R, info = lapack.dpotrf(shifted, lower=0, clean=1)
+    if info != 0:
+        return None
+    return R, shifted
+
+
 class _LandmarkBasis:
     """The map ``N`` of the features ``Phi = K(x, I) N`` in the kernel basis.
 
@@ -266,8 +304,8 @@ class _TriangularFeatures:
         if self.factor is None:  # the kernel basis: K(x, I) itself
             return K
         T = self.factor.astype(K.dtype, copy=False)
-        # A worker of a parallel pass runs the BLAS on one thread.
-        if not (self.triangular_product or _parallel.in_worker()):
+        # scipy's trmm holds the GIL: numpy's product in a worker thread.
+        if not self.triangular_product or _parallel.in_worker():
             return K @ T
         trmm = linalg.get_blas_funcs("trmm", (T, K))
         # (K T)^T = T^T K^T, computed in place in K's Fortran-ordered transpose.
@@ -566,8 +604,15 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         # A caller that works in the kernel basis needs only a factor of
         # K(I, I); its eigendecomposition then waits for normalization_.
         cholesky = None
+        factored = gram  # the block the Cholesky factor is of
         if self._defer_normalization and self.kernel != "precomputed":
             cholesky = _landmark_cholesky(gram)
+            if cholesky is None:
+                shifted = _shifted_landmark_cholesky(
+                    gram, self.alpha * n_components / n_samples
+                )
+                if shifted is not None:
+                    cholesky, factored = shifted
         if cholesky is None:
             eigvals, eigvecs, raw_eigvals = _landmark_eigh(gram)
             check_landmark_gram(gram, self.kernel, raw_eigvals)
@@ -592,7 +637,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         # _LandmarkFactor; not with the pseudo-inverse basis, whose map
         # amplifies that factor's rounding beyond what the refinement
         # recovers from, measured on an ill-conditioned K(I, I)).
-        self._landmark_cholesky = None if cholesky is None else (cholesky, gram)
+        self._landmark_cholesky = None if cholesky is None else (cholesky, factored)
         self._rows_factor = None
         if cholesky is not None and not points:
             self._rows_factor = _landmark_factor(chol, landmarks)
@@ -755,7 +800,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         return d_max, float(scores.sum()), float((shrink**2).sum()), G.shape[1]
 
     def _training_features(
-        self, X, working_memory=None, cache=False, basis="triangular"
+        self, X, working_memory=None, cache=False, basis="triangular", cholesky=None
     ):
         """The features of ``X`` as :class:`FeatureBlocks`.
 
@@ -767,11 +812,19 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         factor ``R`` of ``K(I, I)``, else ``normalization_.T``; for callers
         that apply it to ``p x p`` sums instead of to every row (see
         ``_ridge._LinearProblem``).  ``blocks.rotation`` is None (the identity).
-        ``cache`` for callers that make several passes.
+        ``cache`` for callers that make several passes.  ``cholesky``: a
+        Cholesky factor ``R`` of the (shifted) landmark block; the triangular
+        basis is then ``R^{-1}`` itself (no eigendecomposition, the
+        coefficients are in the Cholesky basis: ``blocks.rotation`` is None).
         """
         landmarks = self._landmarks()
         landmark_factor = None
-        if basis == "triangular":
+        if basis == "triangular" and cholesky is not None:
+            T, info = lapack.dtrtri(cholesky, lower=0)
+            if info != 0:  # pragma: no cover - R has a positive diagonal
+                raise linalg.LinAlgError(f"dtrtri failed with info={info}.")
+            Q = landmark_basis = None
+        elif basis == "triangular":
             T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
             landmark_basis = None
         else:

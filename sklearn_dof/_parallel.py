@@ -143,31 +143,38 @@ def _executor(workers):
         return _pool[0]
 
 
-def group_slices(slices, n_groups):
-    """Contiguous runs of ``slices`` with as equal numbers of rows as the
-    blocks allow, at most ``n_groups`` of them, none empty."""
-    n_groups = max(1, min(n_groups, len(slices)))
-    if n_groups == 1:
-        return [list(slices)]
-    sizes = [s.stop - s.start for s in slices]
+def group_blocks(sizes, n_groups):
+    """Contiguous runs of block numbers with as equal numbers of rows as the
+    blocks (of ``sizes`` rows) allow, at most ``n_groups`` of them, none
+    empty."""
+    n_blocks = len(sizes)
+    n_groups = max(1, min(n_groups, n_blocks))
     total = sum(sizes)
     groups, current, done = [], [], 0
-    for sl, size in zip(slices, sizes, strict=True):
-        current.append(sl)
+    for b, size in enumerate(sizes):
+        current.append(b)
         done += size
-        # Close the group once its share of the rows is reached, keeping a
-        # block for each group still to come.
-        left = len(slices) - len(groups) - len(current)
-        if (
-            len(groups) < n_groups - 1
-            and done >= total * (len(groups) + 1) / n_groups
-            and left >= n_groups - len(groups) - 1
+        # Close the group where its end comes nearest its share of the rows,
+        # keeping a block for each group still to come.
+        still_to_come = n_groups - len(groups) - 1
+        left = n_blocks - b - 1
+        target = total * (len(groups) + 1) / n_groups
+        nearest = left == 0 or done + sizes[b + 1] - target > target - done
+        if still_to_come > 0 and (
+            left == still_to_come or (nearest and left >= still_to_come)
         ):
             groups.append(current)
             current = []
     if current:
         groups.append(current)
     return groups
+
+
+def group_slices(slices, n_groups):
+    """The ``slices`` (row blocks) as :func:`group_blocks` groups them."""
+    slices = list(slices)
+    sizes = [sl.stop - sl.start for sl in slices]
+    return [[slices[b] for b in group] for group in group_blocks(sizes, n_groups)]
 
 
 def balanced_batch_size(n_samples, max_rows, threads, min_rows=64):

@@ -635,10 +635,16 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._refined = W is not None
         if W is None:
             # Rounding of the kernel-basis Gram matrix swamps this penalty:
-            # pay for forming the features row by row.
-            features = self.nystroem_._training_features(X)
+            # pay for forming the features row by row, K(x, I) R^{-1} when
+            # K(I, I) (shifted if need be) has a Cholesky factor R.
+            basis = features.basis
+            cholesky = basis.cholesky if basis is not None else None
+            features = self.nystroem_._training_features(X, cholesky=cholesky)
             problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
             W = problem.solve(self.alpha)
+            if cholesky is not None:
+                # W is in the Cholesky basis: _set_coef maps it by R^{-1}.
+                features.basis = basis
         self._set_coef(W, problem, y, features)
         return self
 
