@@ -42,6 +42,32 @@ def _targets(y, multioutput):
     return y if multioutput else y[:, 0]
 
 
+def _fitted_features(model, X):
+    """``K(X, I) R^{-1}``, ``R^T R = K(I, I) + s I``: the features a fit on a
+    shifted landmark block solves the ridge problem with."""
+    nystroem = model.nystroem_
+    gram = nystroem._landmark_gram()
+    n_train = nystroem._n_training_rows
+    penalty = model.alpha * nystroem.n_components_ / n_train
+    R = _nystroem._shifted_landmark_cholesky(gram, penalty)[0]
+    K = rbf_kernel(X, nystroem.components_, gamma=nystroem.gamma)
+    return linalg.solve_triangular(R, K.T, trans="T").T
+
+
+def _route_atol(model):
+    """Tolerance of a comparison of ``model`` with the pseudo-inverse
+    features of ``DoFNystroem``.
+
+    Where ``_landmark_cholesky`` refuses ``K(I, I)`` (reciprocal condition
+    below ``PINV_RTOL``; the smooth kernel of GAMMA on these data), the fit
+    factors ``K(I, I) + s I`` instead of computing ``K(I, I)^{+1/2}``: the two
+    Nystroem approximations differ in the directions of ``K(I, I)`` with
+    eigenvalues near the shift, at about 1e-6 of the predictions here.
+    """
+    gram = model.nystroem_._landmark_gram()
+    return 1e-8 if _nystroem._landmark_cholesky(gram) is not None else 1e-5
+
+
 # --------------------------------------------------------------------------
 # DoFKernelRidge
 
@@ -73,12 +99,16 @@ def test_kernel_ridge_equals_pipeline(
     assert model.effective_dof_ == nys.effective_dof_
     assert model.coef_.shape == ridge.coef_.shape
     assert np.shape(model.intercept_) == np.shape(ridge.intercept_)
-    np.testing.assert_allclose(model.coef_, ridge.coef_, rtol=1e-8, atol=1e-8)
-    np.testing.assert_allclose(model.intercept_, ridge.intercept_, atol=1e-8)
+    atol = _route_atol(model)
+    if atol == 1e-8:
+        # (coef_ of a shifted fit maps its landmark weights through
+        # K(I, I)^{+1/2}, ill-conditioned: comparable predictions only.)
+        np.testing.assert_allclose(model.coef_, ridge.coef_, rtol=1e-8, atol=atol)
+    np.testing.assert_allclose(model.intercept_, ridge.intercept_, atol=atol)
     X_test = _make_data(40, seed=5)[0]
     for Z in (X, X_test):
         np.testing.assert_allclose(
-            model.predict(Z), pipe.predict(Z), rtol=1e-8, atol=1e-8
+            model.predict(Z), pipe.predict(Z), rtol=1e-8, atol=atol
         )
 
 
@@ -109,10 +139,11 @@ def test_kernel_ridge_precomputed_matches_rbf(data):
     np.testing.assert_array_equal(
         pre.nystroem_.component_indices_, model.nystroem_.component_indices_
     )
+    # The precomputed kernel takes the pseudo-inverse features.
     np.testing.assert_allclose(
         pre.predict(rbf_kernel(X_test, X, gamma=GAMMA)),
         model.predict(X_test),
-        atol=1e-8,
+        atol=_route_atol(model),
     )
 
 
@@ -392,8 +423,14 @@ def test_cv_rank_at_smallest_alpha_and_refit_on_same_features(data, sampling):
     np.testing.assert_array_equal(
         refit.nystroem_.component_indices_, model.nystroem_.component_indices_
     )
-    np.testing.assert_allclose(refit.coef_, model.coef_, rtol=1e-8, atol=1e-8)
-    np.testing.assert_allclose(refit.predict(X), model.predict(X), atol=1e-8)
+    # The CV estimator works with the pseudo-inverse features; coef_ is only
+    # comparable when the refit factored K(I, I) itself (coef_ of a shifted
+    # fit maps its landmark weights through K(I, I)^{+1/2}, which drops the
+    # directions the shift keeps).
+    atol = _route_atol(refit)
+    if atol == 1e-8:
+        np.testing.assert_allclose(refit.coef_, model.coef_, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(refit.predict(X), model.predict(X), atol=atol)
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -426,7 +463,7 @@ def test_cv_scalar_alpha(data):
     model = DoFKernelRidgeCV(alphas=2.0, gamma=GAMMA, random_state=0).fit(X, y)
     ref = DoFKernelRidge(2.0, gamma=GAMMA, random_state=0).fit(X, y)
     assert model.alpha_ == 2.0
-    np.testing.assert_allclose(model.predict(X), ref.predict(X), atol=1e-8)
+    np.testing.assert_allclose(model.predict(X), ref.predict(X), atol=_route_atol(ref))
 
 
 # --------------------------------------------------------------------------
@@ -476,38 +513,68 @@ def wide_data():
 @pytest.mark.parametrize("lam", [1e-2, 1e-6, 1e-10, 1e-13])
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [True, False])
-@pytest.mark.parametrize("basis", ["cholesky", "pseudo-inverse"])
+@pytest.mark.parametrize("gamma", [0.3, 0.05])
 def test_kernel_basis_solve_matches_ridge_on_features(
-    wide_data, lam, fit_intercept, weighted, basis
+    wide_data, lam, fit_intercept, weighted, gamma
 ):
     X, y, sw = wide_data
     sw = sw if weighted else None
     alpha = X.shape[0] * lam
+    # gamma=0.3: the fit factors K(I, I) and leaves normalization_ for later.
     # gamma=0.05: K(I, I) is too ill-conditioned for Cholesky (reciprocal
-    # condition below PINV_RTOL) and the basis is normalization_.T; at 0.3
-    # the fit factors K(I, I) and leaves normalization_ for later.
-    gamma = 0.3 if basis == "cholesky" else 0.05
-    params = dict(alpha=alpha, gamma=gamma, n_components=400, random_state=0)
+    # condition below PINV_RTOL); the fit factors K(I, I) + s I, unless the
+    # shift s is not below 1% of the penalty on the landmarks' scale
+    # (lambda = 1e-13 here): then the basis is normalization_.T.
+    p = 400
+    params = dict(alpha=alpha, gamma=gamma, n_components=p, random_state=0)
     model = DoFKernelRidge(fit_intercept=fit_intercept, **params).fit(
         X, y, sample_weight=sw
     )
-    assert (model.nystroem_._normalization is None) == (basis == "cholesky")
     nystroem = DoFNystroem(**params).fit(X)
-    Phi = nystroem.transform(X)
+    np.testing.assert_array_equal(
+        model.nystroem_.component_indices_, nystroem.component_indices_
+    )
+    gram = nystroem._landmark_gram()
+    shifted = None
+    if _nystroem._landmark_cholesky(gram) is None:
+        shifted = _nystroem._shifted_landmark_cholesky(gram, alpha * p / X.shape[0])
+    route = "cholesky" if gamma == 0.3 else "shifted" if lam > 1e-13 else "pinv"
+    assert (shifted is not None) == (route == "shifted")
+    assert (model.nystroem_._normalization is None) == (route != "pinv")
+    Phi = _fitted_features(model, X) if route == "shifted" else nystroem.transform(X)
     ridge = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="svd")
     ridge.fit(Phi, y, sample_weight=sw)
-    np.testing.assert_allclose(model.predict(X), ridge.predict(Phi), atol=1e-7)
+    atol = 1e-6 if route == "shifted" else 1e-7
+    np.testing.assert_allclose(model.predict(X), ridge.predict(Phi), atol=atol)
     # The Cholesky factor of the kernel-basis Gram matrix preconditions so
     # well that a few passes over the data reach the rounding level; at the
     # smallest penalties rounding swamps it and the fit forms the features,
     # without spending every pass allowed to find out.
     assert 1 <= model._n_refine_passes <= _ridge.REFINE_MAX_PASSES
-    if basis == "cholesky":
+    if route == "cholesky" or lam >= 1e-2:
         assert model._refined and model._n_refine_passes <= 3
-    elif lam >= 1e-6:
-        assert model._refined and model._n_refine_passes <= 5
     else:
         assert not model._refined and model._n_refine_passes <= 3
+
+
+@pytest.mark.parametrize("lam", [1e-2, 1e-4, 1e-6])
+def test_shifted_landmark_block_is_as_accurate_as_the_pseudo_inverse(wide_data, lam):
+    # An ill-conditioned K(I, I) (gamma=0.05, 400 landmarks among 1500 rows)
+    # factored with a shift, never eigendecomposed: the test error against
+    # the noise-free target is that of ridge on the pseudo-inverse features.
+    X, y, _ = wide_data
+    rng = np.random.RandomState(11)
+    X_test = rng.randn(2000, X.shape[1])
+    f_test = np.c_[np.sin(X_test[:, 0]), X_test[:, 1] * X_test[:, 2]]
+    alpha = X.shape[0] * lam
+    params = dict(alpha=alpha, gamma=0.05, n_components=400, random_state=0)
+    model = DoFKernelRidge(**params).fit(X, y)
+    assert model.nystroem_._normalization is None  # no eigendecomposition
+    pipe = make_pipeline(DoFNystroem(**params), Ridge(alpha=alpha, solver="svd"))
+    pipe.fit(X, y)
+    ours = np.mean((model.predict(X_test) - f_test) ** 2)
+    pseudo_inverse = np.mean((pipe.predict(X_test) - f_test) ** 2)
+    assert ours <= 1.01 * pseudo_inverse
 
 
 def test_cholesky_basis_defers_normalization(wide_data):
@@ -572,11 +639,17 @@ def test_kernel_basis_sums_from_the_rows_factor(
     params = dict(gamma=gamma, n_components=300, sampling=sampling, random_state=0)
     model = DoFKernelRidge(alpha=alpha, fit_intercept=fit_intercept, **params)
     model.fit(X, y)
-    cholesky_basis = gamma == 0.3 or sampling == "pivoted"
+    # A shifted K(I, I) + s I (see _shifted_landmark_cholesky) is factored
+    # too, except at the smallest penalty, which the shift would not leave
+    # alone: the pseudo-inverse basis then.
+    cholesky_basis = gamma == 0.3 or sampling == "pivoted" or lam > 1e-13
     assert calls == ([300] if cholesky_basis else [])
-    Phi = DoFNystroem(alpha=alpha, **params).fit_transform(X)
+    if _route_atol(model) == 1e-8 or lam == 1e-13:
+        Phi, atol = DoFNystroem(alpha=alpha, **params).fit_transform(X), 1e-7
+    else:
+        Phi, atol = _fitted_features(model, X), 1e-6
     ridge = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="svd").fit(Phi, y)
-    np.testing.assert_allclose(model.predict(X), ridge.predict(Phi), atol=1e-7)
+    np.testing.assert_allclose(model.predict(X), ridge.predict(Phi), atol=atol)
     # Weights of 2 at twice the penalty: the same problem, summed by passes.
     # At tiny penalties the factor's own rounding can spoil the
     # preconditioner, and the fit then sums by passes before it would form
