@@ -218,10 +218,10 @@ def _threads_and_batch(
 ):
     """Worker threads and rows per block of a pass over ``n_samples`` rows.
 
-    Each worker holds a block's buffers and (``accumulator``) a ``p x p``
-    float64 accumulator of its own: the threads are as many as
-    :func:`_parallel.n_threads` allows and the budget holds with blocks of
-    256 rows at least, the
+    Each worker holds a block's buffers and (``accumulator``) two ``p x p``
+    float64 arrays of its own (its sum and the product it adds): the threads
+    are as many as :func:`_parallel.n_threads` allows and the budget holds
+    with blocks of 256 rows at least, the
     blocks as large as the rest of the budget allows (see
     :func:`row_batch_size`), in a number that is a multiple of the workers.
     One thread: the blocks of :func:`row_batch_size`.
@@ -229,7 +229,8 @@ def _threads_and_batch(
     threads = _parallel.n_threads()
     if threads > 1:
         budget = working_memory * 2**20
-        accumulator = 8 * n_components**2 if accumulator else 0
+        # A worker's float64 sum and the product it adds (see _GramSum).
+        accumulator = 2 * 8 * n_components**2 if accumulator else 0
         row_bytes = _BUFFERS_PER_ROW * max(n_components, 1) * itemsize
         smallest = accumulator + row_bytes * min(n_samples, 256)
         threads = max(1, min(threads, int(budget // smallest)))
