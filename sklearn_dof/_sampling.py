@@ -24,6 +24,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import lapack
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
@@ -79,6 +80,40 @@ def _largest(values, k):
     above = np.flatnonzero(values > threshold)
     ties = np.flatnonzero(values == threshold)[: k - above.size]
     return np.concatenate([above, ties])
+
+
+def _pivot_transform(S_BB, tol):
+    """``T`` (k x r) such that ``S(:, B) T`` are the factor's new columns:
+    ``T T^T`` inverts ``S_BB`` on the ``r`` directions above ``tol``.
+
+    Cholesky with diagonal pivoting (LAPACK ``pstrf``, ``k^3 / 3`` flops)
+    keeps the pivots ``B'`` whose Schur complement stays above ``tol``, and
+    ``T = P [U^{-1}; 0]``, so that the new columns are
+    ``S(:, B') U^{-1}`` with ``S_B'B' = U^T U``.  It stops at the first
+    pivot below ``tol``: on a block that is not positive semi-definite (a
+    kernel that is not PSD) the part it leaves may still hold large entries,
+    and then the eigendecomposition (``9 k^3`` flops) keeps the positive part
+    instead.
+    """
+    k = S_BB.shape[0]
+    U, piv, rank, info = lapack.dpstrf(S_BB, tol=tol, lower=0)
+    if info < 0:  # pragma: no cover - only for invalid arguments
+        raise linalg.LinAlgError(f"dpstrf failed with info={info}.")
+    piv = piv[:k] - 1  # LAPACK's pivots count from one
+    if rank < k:
+        rest = piv[rank:]
+        coupling = U[:rank, rank:]
+        schur = S_BB[np.ix_(rest, rest)] - coupling.T @ coupling
+        if np.abs(schur).max(initial=0.0) > 2 * tol:
+            eigvals, eigvecs = linalg.eigh(S_BB)
+            keep = eigvals > tol
+            return eigvecs[:, keep] / np.sqrt(eigvals[keep])
+    transform = np.zeros((k, rank))
+    if rank:
+        # pstrf leaves the input's lower triangle below U: cleared first.
+        inverse, _ = lapack.dtrtri(np.triu(U[:rank, :rank]), lower=0)
+        transform[piv[:rank]] = inverse
+    return transform
 
 
 class PartialCholesky:
@@ -205,13 +240,9 @@ class PartialCholesky:
         """Add a block of pivots at once (BLAS-3 Schur complement update).
 
         The residual block ``S = K(:, B) - G G_B^T`` is the Schur complement
-        of the current landmarks; its ``B x B`` part is factored by an
-        eigendecomposition so that duplicated or numerically dependent
-        points add no spurious rank.  (Cholesky with diagonal pivoting,
-        LAPACK ``pstrf``, would be cheaper, but it stops at the first
-        non-positive pivot: on a kernel that is not positive semi-definite
-        it keeps nothing where the eigendecomposition keeps the positive
-        part.)
+        of the current landmarks; its ``B x B`` part is factored so that
+        duplicated or numerically dependent points add no spurious rank
+        (see :func:`_pivot_transform`).
         """
         indices = np.asarray(indices, dtype=np.intp)
         if indices.size == 0:
@@ -219,11 +250,10 @@ class PartialCholesky:
         self.pivots.extend(indices.tolist())
         S_BB = self._pivot_block(indices)
         S_BB = 0.5 * (S_BB + S_BB.T)
-        eigvals, eigvecs = linalg.eigh(S_BB.astype(np.float64))
-        keep = eigvals > self.rtol * self._scale * max(1, indices.size)
-        if not keep.any():
-            return
-        self._append(indices, eigvecs[:, keep] / np.sqrt(eigvals[keep]))
+        tol = self.rtol * self._scale * max(1, indices.size)
+        transform = _pivot_transform(S_BB.astype(np.float64), tol)
+        if transform.shape[1]:
+            self._append(indices, transform)
 
     def add_random(self, n_pivots, random_state=None, block_size=None):
         """Randomly pivoted (block) Cholesky: pivots drawn from the residual.

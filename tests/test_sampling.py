@@ -119,3 +119,21 @@ def test_greedy_batches_take_the_pivots_one_at_a_time_would(data, monkeypatch):
     assert len(calls) - batches == len(expected_pivots)  # one at a time
     if data != "rank 3":
         assert batches < len(pivots) / 4  # the columns come in batches
+
+
+def test_pivot_transform_inverts_the_block_at_cholesky_cost(K):
+    from sklearn_dof._sampling import _pivot_transform
+
+    # Positive semi-definite with a duplicated point: pivoted Cholesky keeps
+    # one copy and T T^T is a generalised inverse of the block.
+    idx = np.r_[np.arange(20), 3]
+    S = K[np.ix_(idx, idx)]
+    T = _pivot_transform(S, 1e-12)
+    assert T.shape == (21, 20)
+    np.testing.assert_allclose(S @ T @ T.T @ S, S, atol=1e-8)
+    # Indefinite (a kernel that is not PSD): its positive part, as the
+    # eigendecomposition keeps it, where pivoting would stop at once.
+    S = np.array([[0.0, 1.0], [1.0, 0.0]])
+    T = _pivot_transform(S, 1e-12)
+    assert T.shape == (2, 1)
+    np.testing.assert_allclose(T @ T.T, [[0.5, 0.5], [0.5, 0.5]], atol=1e-12)

@@ -1,0 +1,208 @@
+"""DoFKernelRidge against Falkon on CPU, equal centres and penalty, real data.
+
+Falkon (Meanti et al., NeurIPS 2020; ``FalkonML/falkon``) is the reference
+solver for Nystroem kernel ridge regression at scale.  It is not a
+dependency of this project: build it from source in a scratch virtual
+environment of its own (CPU-only torch from the package registry)::
+
+    python3 -m venv /tmp/falkon-venv && . /tmp/falkon-venv/bin/activate
+    pip install torch==2.13.0 numpy scipy scikit-learn ninja psutil
+    git clone https://github.com/FalkonML/falkon && cd falkon
+    FORCE_ONLY_CPU=1 pip install --no-build-isolation -e .
+
+and pass that interpreter as ``--falkon-python``.
+
+The problem: kin40k (``../shared/data/kin40k.npz``, 40,000 rows of 8
+features; its train and test files pooled, standardised, shuffled once,
+32,000 training and 8,000 test rows), the RBF kernel with ``gamma = 1/8``
+(Falkon's ``GaussianKernel(sigma=2)``), ``lambda = 1e-5`` (Falkon's
+``penalty``; ``alpha = n lambda`` here).  Both systems get the same centres,
+``M = p`` uniform rows, ``uniform_columns(n, M, random_state=0)``: ours
+draws them itself (its default sampler with ``random_state=0``, checked),
+Falkon gets them by ``FixedSelector``; their default settings otherwise
+(Falkon: 20
+conjugate-gradient iterations, float64).  Each fit runs in a child process
+of its own with ``--threads`` threads (BLAS and OpenMP; torch's intra-op
+threads for Falkon), so that its peak resident memory is its own, in the
+order A B A B per ``M``; reported: every run, the medians and their ratio.
+
+Usage::
+
+    python benchmarks/bench_falkon.py --falkon-python /tmp/falkon-venv/bin/python
+
+Results: ``results/falkon/results.json``.
+"""
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "kin40k.npz"
+DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "falkon"
+GAMMA = 1.0 / 8.0
+LAMBDA = 1e-5
+N_TRAIN = 32_000
+
+
+def load():
+    d = np.load(DATA)
+    X, y = d["X"], d["y"].astype(np.float64)
+    order = np.random.RandomState(0).permutation(X.shape[0])
+    X, y = X[order], y[order]
+    X = (X - X.mean(0)) / X.std(0)
+    y = (y - y.mean()) / y.std()
+    return X[:N_TRAIN], y[:N_TRAIN], X[N_TRAIN:], y[N_TRAIN:]
+
+
+def centres(n, M):
+    from sklearn_dof import uniform_columns
+
+    return uniform_columns(n, M, random_state=0)
+
+
+def fit_ours(X, y, idx, threads):
+    from sklearn_dof import DoFKernelRidge
+
+    # The default uniform sampler draws exactly ``idx`` (checked below).
+    model = DoFKernelRidge(
+        alpha=X.shape[0] * LAMBDA, gamma=GAMMA, n_components=len(idx), random_state=0
+    )
+
+    def fit():
+        model.fit(X, y)
+        assert np.array_equal(model.nystroem_.component_indices_, idx)
+
+    return model, fit, model.predict
+
+
+def fit_falkon(X, y, idx, threads):
+    import falkon
+    import torch
+    from falkon.center_selection import FixedSelector
+
+    torch.set_num_threads(threads)
+    Xt, yt = torch.from_numpy(X), torch.from_numpy(y[:, None])
+    options = falkon.FalkonOptions(use_cpu=True, keops_active="no")
+    # k(x, x') = exp(-|x - x'|^2 / (2 sigma^2)) = exp(-gamma |x - x'|^2).
+    kernel = falkon.kernels.GaussianKernel(sigma=np.sqrt(0.5 / GAMMA), opt=options)
+    model = falkon.Falkon(
+        kernel=kernel,
+        penalty=LAMBDA,
+        M=len(idx),
+        center_selection=FixedSelector(Xt[idx]),
+        options=options,
+    )
+
+    def predict(X_test):
+        return model.predict(torch.from_numpy(X_test)).numpy().ravel()
+
+    return model, lambda: model.fit(Xt, yt), predict
+
+
+def child(case):
+    X, y, X_test, y_test = load()
+    idx = centres(X.shape[0], case["M"])
+    build = fit_ours if case["system"] == "ours" else fit_falkon
+    _, fit, predict = build(X, y, idx, case["threads"])
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    t = time.perf_counter()
+    fit()
+    fit_s = time.perf_counter() - t
+    out = dict(case, fit_s=fit_s, rss_before_fit_bytes=rss_before)
+    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["test_mse"] = float(np.mean((predict(X_test) - y_test) ** 2))
+    print(json.dumps(out), flush=True)
+
+
+def run_case(case, python, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env["OPENBLAS_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
+    # The children import this project from the checkout, whatever venv.
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [python, __file__, "--child", json.dumps(case)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return dict(case, error=proc.stderr.strip().splitlines()[-3:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--falkon-python", required=False)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--centres", default="1000,3000")
+    parser.add_argument("--repeat", type=int, default=2, help="A B rounds per M")
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    args = parser.parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return
+    if not args.falkon_python:
+        parser.error("--falkon-python is required (see the module docstring)")
+    python = {"ours": sys.executable, "falkon": args.falkon_python}
+    results, summary = [], []
+    for M in (int(m) for m in args.centres.split(",")):
+        runs = {"ours": [], "falkon": []}
+        for _ in range(args.repeat):
+            for system in ("ours", "falkon"):
+                case = dict(system=system, M=M, threads=args.threads)
+                r = run_case(case, python[system], args.threads)
+                print(json.dumps(r), flush=True)
+                results.append(r)
+                runs[system].append(r)
+        done = {s: [r for r in rs if "fit_s" in r] for s, rs in runs.items()}
+        if all(done.values()):
+            med = {
+                s: float(np.median([r["fit_s"] for r in rs])) for s, rs in done.items()
+            }
+            summary.append(
+                {
+                    "M": M,
+                    "ours_fit_s": med["ours"],
+                    "falkon_fit_s": med["falkon"],
+                    "falkon_over_ours": med["falkon"] / med["ours"],
+                    "ours_peak_rss_gib": max(r["peak_rss_bytes"] for r in done["ours"])
+                    / 2**30,
+                    "falkon_peak_rss_gib": max(
+                        r["peak_rss_bytes"] for r in done["falkon"]
+                    )
+                    / 2**30,
+                    "ours_test_mse": done["ours"][0]["test_mse"],
+                    "falkon_test_mse": done["falkon"][0]["test_mse"],
+                }
+            )
+    print(json.dumps(summary, indent=1))
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    out = {
+        "config": {
+            "data": "kin40k pooled, 32,000 train / 8,000 test",
+            "gamma": GAMMA,
+            "lambda": LAMBDA,
+            "threads": args.threads,
+            "commit": commit,
+            "machine": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+        },
+        "results": results,
+        "summary": summary,
+    }
+    (args.output_dir / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
