@@ -29,6 +29,7 @@ from sklearn import get_config
 from sklearn.utils import gen_batches
 
 from . import _parallel
+from ._kernels import kernel_block
 
 # A block of rows holds the kernel block, its features and one temporary of
 # the same size (the squared distances of the RBF kernel, say).
@@ -254,6 +255,27 @@ def for_row_blocks(function, n_samples, n_columns, itemsize=8):
     )
     slices = list(gen_batches(n_samples, batch_size))
     return _parallel.run(function, _parallel.group_slices(slices, threads), threads)
+
+
+def kernel_product(X, landmarks, kernel, params, W, dtype=np.float64):
+    """``K(X, landmarks) W`` (``W`` of shape (p,) or (p, k)) by blocks of
+    rows, one group per worker thread.
+
+    What ``predict`` and ``transform`` compute: no ``n x p`` kernel block is
+    ever held (each worker's blocks stay within the memory budget and are
+    reused), and the first touch of the output is spread over the workers.
+    """
+    n_samples = X.shape[0]
+    out = np.empty((n_samples, *W.shape[1:]), dtype=dtype)
+
+    def work(slices):
+        for rows in slices:
+            K = kernel_block(X[rows], landmarks, kernel, params)
+            np.matmul(K.astype(dtype, copy=False), W, out=out[rows])
+
+    width = landmarks.shape[0] if kernel != "precomputed" else len(landmarks)
+    for_row_blocks(work, n_samples, width, np.dtype(dtype).itemsize)
+    return out
 
 
 class FeatureBlocks:

@@ -308,8 +308,8 @@ class DoFKernelLogisticRegression(
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
-        K = self.nystroem_._kernel_to_landmarks(X).astype(np.float64, copy=False)
-        scores = K @ self.dual_coef_.T + self.intercept_
+        scores = self.nystroem_._kernel_product(X, self.dual_coef_.T)
+        scores += self.intercept_
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     @_dask.chunkwise

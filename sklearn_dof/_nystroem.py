@@ -18,7 +18,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _dask, _parallel
-from ._blocks import FeatureBlocks, _mirror_lower, _one_blas_thread
+from ._blocks import FeatureBlocks, _mirror_lower, _one_blas_thread, kernel_product
 from ._dof import (
     _column_rule,
     _estimate_from_access,
@@ -875,9 +875,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
-        return self._kernel_to_landmarks(X) @ self.normalization_.T.astype(
-            X.dtype, copy=False
-        )
+        dtype = X.dtype if X.dtype == np.float32 else np.float64
+        return self._kernel_product(X, self.normalization_.T, dtype)
 
     @property
     def normalization_(self):
@@ -920,6 +919,17 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         if self.kernel == "precomputed":
             return self.component_indices_
         return self.components_
+
+    def _kernel_product(self, X, W, dtype=np.float64):
+        """``K(X, I) W`` by blocks of rows (see :func:`_blocks.kernel_product`):
+        predictions and features without the ``n x p`` kernel block."""
+        if _dask.is_dask_array(X):
+            return self._kernel_to_landmarks(X).astype(dtype, copy=False) @ W
+        landmarks = self._landmarks()
+        W = np.asarray(W, dtype=dtype)
+        return kernel_product(
+            X, landmarks, self.kernel, self._kernel_params(), W, dtype
+        )
 
     def _kernel_to_landmarks(self, X):
         """``K(X, I)``, the only kernel evaluation a fitted model needs."""

@@ -411,8 +411,7 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
-        K = self.nystroem_._kernel_to_landmarks(X).astype(np.float64, copy=False)
-        return K @ self.dual_coef_.T + self.intercept_
+        return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
