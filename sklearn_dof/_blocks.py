@@ -257,6 +257,10 @@ def for_row_blocks(function, n_samples, n_columns, itemsize=8):
     return _parallel.run(function, _parallel.group_slices(slices, threads), threads)
 
 
+# Rows up to which kernel_product evaluates one block on the calling thread.
+_SMALL_PRODUCT_ROWS = 256
+
+
 def kernel_product(X, landmarks, kernel, params, W, dtype=np.float64):
     """``K(X, landmarks) W`` (``W`` of shape (p,) or (p, k)) by blocks of
     rows, one group per worker thread.
@@ -266,6 +270,10 @@ def kernel_product(X, landmarks, kernel, params, W, dtype=np.float64):
     reused), and the first touch of the output is spread over the workers.
     """
     n_samples = X.shape[0]
+    if n_samples <= _SMALL_PRODUCT_ROWS:
+        # Single rows and small batches: no pass machinery (latency).
+        K = kernel_block(X, landmarks, kernel, params, n_jobs=1)
+        return K.astype(dtype, copy=False) @ W
     out = np.empty((n_samples, *W.shape[1:]), dtype=dtype)
 
     def work(slices):

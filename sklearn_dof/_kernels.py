@@ -143,7 +143,9 @@ def kernel_block(X, Y, kernel, params, n_jobs="context"):
         block = block.toarray() if sparse.issparse(block) else block
         return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
     n = X.shape[0]
-    threads = min(_parallel.n_threads(n_jobs), n // _MIN_PARALLEL_ROWS)
+    threads = n // _MIN_PARALLEL_ROWS
+    if threads > 1:
+        threads = min(threads, _parallel.n_threads(n_jobs))
     if threads <= 1:
         block = _serial_kernel_block(X, Y, kernel, params)
         return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
