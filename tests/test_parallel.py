@@ -95,6 +95,28 @@ def test_parallel_estimators_equal_one_thread(data, estimator, passes):
     )
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("p", [40, 300])
+def test_workers_gram_sums_equal_one_thread(data, dtype, p):
+    # The workers' sums, added in a fixed order, against the one-thread sums
+    # (scipy's in-place syrk on one thread, numpy's products in the workers).
+    X, y = data
+    rng = np.random.RandomState(0)
+    Phi = rng.randn(X.shape[0], p).astype(dtype)
+    y2 = y[:, None]
+    sums = []
+    for n_jobs in (1, 3):
+        with _parallel.use_n_jobs(n_jobs), config_context(working_memory=64):
+            features = _blocks.FeatureBlocks.from_array(Phi)
+            assert features.n_threads == n_jobs
+            sums.append(_blocks.normal_equations(features, y2, np.ones(len(y)), True))
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    for serial, parallel in zip(*sums, strict=True):
+        np.testing.assert_allclose(parallel, serial, rtol=rtol, atol=rtol * len(y))
+    gram = sums[1][0]
+    np.testing.assert_array_equal(gram, gram.T)
+
+
 def test_parallel_transform_equals_one_thread(data):
     X, _ = data
     nystroem = DoFNystroem(alpha=3.0, gamma=0.2, n_components=100, random_state=0)
@@ -208,3 +230,21 @@ def test_workers_and_their_accumulators_fit_the_budget():
     per_worker = 2 * 8 * p**2 + _blocks._BUFFERS_PER_ROW * p * itemsize * rows
     assert 1 < threads < 64
     assert threads * per_worker <= budget * 2**20
+
+
+def test_run_gives_every_task_its_result_in_order():
+    tasks = list(range(11))
+    # More tasks than threads are dealt out; an error in a worker reaches
+    # the caller.
+    assert _parallel.run(lambda t: t * t, tasks, 4) == [t * t for t in tasks]
+    assert _parallel.run(lambda t: t + 1, tasks[:3], 3) == [1, 2, 3]
+
+    def fail(task):
+        if task == 2:
+            raise ValueError("task 2")
+        return task
+
+    with pytest.raises(ValueError, match="task 2"):
+        _parallel.run(fail, tasks[:4], 4)
+    # The pool survives the error.
+    assert _parallel.run(lambda t: -t, tasks[:4], 4) == [0, -1, -2, -3]
