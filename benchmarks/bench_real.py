@@ -8,8 +8,8 @@ picked once on a validation split of the training rows (grid below, uniform
 ``make_pipeline(Nystroem, Ridge)`` are fitted at every rank of a grid with
 the same landmarks' count, each in a child process with ``--threads`` BLAS
 threads.  Reported per system: the smallest rank whose test error is within
-1% of the best test error of the whole grid, and its fit time.  Falkon, the
-third system of the performance issue, is not installable here.
+1% of the best test error of the whole grid, and its fit time.  Falkon is
+compared by ``bench_falkon.py``.
 
 Usage::
 

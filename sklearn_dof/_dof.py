@@ -403,7 +403,8 @@ def estimate_degrees_of_freedom(
     random_state : int, RandomState instance or None, default=None
         Seed of the column sampling.
     n_jobs : int, default=None
-        Parallel kernel evaluation (see :class:`DoFNystroem`).
+        Worker threads of the passes over the rows (see
+        :class:`DoFNystroem`).
 
     Returns
     -------

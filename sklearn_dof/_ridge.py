@@ -489,9 +489,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
-        Number of jobs for the kernel evaluations.  None: the RBF kernel on
-        dense float64 input uses as many threads as scikit-learn's own
-        parallel loops (the OpenMP setting), the other kernels one job.
+        Worker threads of every pass over the rows (kernel blocks, sums,
+        the d.o.f. estimate, predictions), each running the BLAS on one
+        thread.  None: the OpenMP default (``OMP_NUM_THREADS`` or all the
+        cores the process may use), or the BLAS's current thread count if
+        smaller (a ``threadpoolctl`` limit, a joblib worker); -1: all
+        cores.  See :ref:`the scaling page <scaling>`.
 
     Attributes
     ----------
@@ -729,9 +732,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
-        Number of jobs for the kernel evaluations.  None: the RBF kernel on
-        dense float64 input uses as many threads as scikit-learn's own
-        parallel loops (the OpenMP setting), the other kernels one job.
+        Worker threads of every pass over the rows (kernel blocks, sums,
+        the d.o.f. estimate, predictions), each running the BLAS on one
+        thread.  None: the OpenMP default (``OMP_NUM_THREADS`` or all the
+        cores the process may use), or the BLAS's current thread count if
+        smaller (a ``threadpoolctl`` limit, a joblib worker); -1: all
+        cores.  See :ref:`the scaling page <scaling>`.
 
     Attributes
     ----------
