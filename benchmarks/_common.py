@@ -360,3 +360,16 @@ def format_table(rows, columns, *, markdown=False):
         for cells in body
     ]
     return "\n".join(lines)
+
+
+def load_pooled(path, n_train, seed=0):
+    """A data set of ``../shared/data`` with its train and test files pooled:
+    shuffled once (``seed``), X and y standardised, the first ``n_train``
+    rows for training and the rest for testing."""
+    d = np.load(path)
+    X, y = d["X"], d["y"].astype(np.float64)
+    order = np.random.RandomState(seed).permutation(X.shape[0])
+    X, y = X[order], y[order]
+    X = (X - X.mean(0)) / X.std(0)
+    y = (y - y.mean()) / y.std()
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]

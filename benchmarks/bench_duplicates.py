@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import load_pooled
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "kin40k.npz"
@@ -39,17 +40,11 @@ GAMMA, P, N_TRAIN, N_DUPLICATED = 1.0 / 8.0, 3000, 32_000, 1200
 
 
 def load():
-    d = np.load(DATA)
-    X, y = d["X"], d["y"].astype(np.float64)
-    order = np.random.RandomState(0).permutation(X.shape[0])
-    X, y = X[order], y[order]
-    X = (X - X.mean(0)) / X.std(0)
-    y = (y - y.mean()) / y.std()
-    X_train, y_train = X[:N_TRAIN], y[:N_TRAIN]
+    X_train, y_train, X_test, y_test = load_pooled(DATA, N_TRAIN)
     again = np.random.RandomState(1).choice(N_TRAIN, N_DUPLICATED, replace=False)
     X_train = np.r_[X_train, X_train[again]]
     y_train = np.r_[y_train, y_train[again]]
-    return X_train, y_train, X[N_TRAIN:], y[N_TRAIN:]
+    return X_train, y_train, X_test, y_test
 
 
 def child(case):

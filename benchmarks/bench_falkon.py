@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import load_pooled
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "kin40k.npz"
@@ -54,13 +55,7 @@ N_TRAIN = 32_000
 
 
 def load():
-    d = np.load(DATA)
-    X, y = d["X"], d["y"].astype(np.float64)
-    order = np.random.RandomState(0).permutation(X.shape[0])
-    X, y = X[order], y[order]
-    X = (X - X.mean(0)) / X.std(0)
-    y = (y - y.mean()) / y.std()
-    return X[:N_TRAIN], y[:N_TRAIN], X[N_TRAIN:], y[N_TRAIN:]
+    return load_pooled(DATA, N_TRAIN)
 
 
 def centres(n, M):

@@ -596,15 +596,24 @@ def _equal_error_rows(eq, metric):
     return {"best": best, "rows": rows}
 
 
-def plot(results, path):
+def _pyplot():
+    """matplotlib's pyplot on a file back-end, or None without matplotlib
+    (the JSON is written before any plot)."""
     try:
         import matplotlib
-    except ImportError:  # the JSON is written already
+    except ImportError:
         print("matplotlib is not installed: no plot")
-        return
-
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot(results, path):
+    plt = _pyplot()
+    if plt is None:
+        return
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     scal = [r for r in results if r["part"] in ("scaling", "sklearn") and "fit_s" in r]
@@ -634,14 +643,9 @@ def plot(results, path):
 
 def plot_cores(results, path):
     """Fit time against threads, beside the floor and scikit-learn."""
-    try:
-        import matplotlib
-    except ImportError:  # the JSON is written already
-        print("matplotlib is not installed: no plot")
+    plt = _pyplot()
+    if plt is None:
         return
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     rs = [r for r in results if r["part"] == "cores" and "fit_s" in r]
     if not rs:
