@@ -37,7 +37,7 @@ import functools
 import os
 import queue
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from contextvars import ContextVar
 
 from joblib import effective_n_jobs
@@ -251,7 +251,12 @@ def run(function, tasks, threads):
         return [function(task) for task in tasks]
     workers = min(threads, len(tasks))
     pool = _executor(workers)
-    with _blas_limit():
+    with _blas_limit() as limited:
+        if not limited:
+            # Another thread of the process controls the BLAS's threads
+            # (threadpoolctl): workers would run threaded BLAS calls side by
+            # side, so the pass runs on this thread, with the BLAS's threads.
+            return [function(task) for task in tasks]
         if len(tasks) == workers:
             return pool.map(function, tasks)
         dealt = [tasks[i::workers] for i in range(workers)]
@@ -262,11 +267,36 @@ def run(function, tasks, threads):
     return results
 
 
+_limit_lock = threading.Lock()
+_limit = [0, None]  # passes under way, and the limiter of the first
+
+
+@contextmanager
 def _blas_limit():
+    """The BLAS on one thread while any pass runs: the first pass to start
+    sets the limit, the last to end restores the setting found (passes run
+    by concurrent threads of the caller would otherwise restore each other's
+    limits out of order).  Yields whether the limit holds."""
     controller = _blas_controller()
-    if not any(lib.user_api == "blas" for lib in controller.lib_controllers):
-        return nullcontext()
-    return controller.limit(limits=1, user_api="blas")
+    blas = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
+    if not blas:
+        yield True
+        return
+    with _limit_lock:
+        if _limit[0] == 0:
+            _limit[1] = controller.limit(limits=1, user_api="blas")
+        _limit[0] += 1
+    try:
+        # threadpoolctl lets one Python thread at a time set the limits of a
+        # pthreads OpenBLAS, and silently ignores the others: whether the
+        # limit holds is read back.
+        yield all(lib.num_threads == 1 for lib in blas)
+    finally:
+        with _limit_lock:
+            _limit[0] -= 1
+            if _limit[0] == 0:
+                _limit[1].restore_original_limits()
+                _limit[1] = None
 
 
 def threads_started():

@@ -248,3 +248,36 @@ def test_run_gives_every_task_its_result_in_order():
         _parallel.run(fail, tasks[:4], 4)
     # The pool survives the error.
     assert _parallel.run(lambda t: -t, tasks[:4], 4) == [0, -1, -2, -3]
+
+
+def test_concurrent_passes_restore_the_blas_setting():
+    # Passes started by several threads of the caller.  threadpoolctl lets
+    # one Python thread at a time limit a pthreads OpenBLAS (the one that
+    # limited it first, here the main thread of the test session); a pass
+    # whose limit does not hold runs on its caller's thread instead of
+    # running threaded BLAS calls side by side in the workers.  Either way
+    # the setting is back once all are done.
+    barrier = threading.Barrier(3)
+
+    def blas_counts():
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    def task(i):
+        return _parallel.in_worker(), blas_counts()
+
+    def caller(out):
+        barrier.wait()
+        out.extend(_parallel.run(task, range(4), 4))
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        seen = []
+        callers = [threading.Thread(target=caller, args=(seen,)) for _ in range(3)]
+        for thread in callers:
+            thread.start()
+        for thread in callers:
+            thread.join()
+        after = blas_counts()
+    assert len(seen) == 12
+    # In a worker the BLAS runs one thread; never threaded BLAS in workers.
+    assert all(counts == {1} for in_worker, counts in seen if in_worker)
+    assert after == {2}
