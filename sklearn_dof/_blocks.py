@@ -220,12 +220,12 @@ def _threads_and_batch(
     """Worker threads and rows per block of a pass over ``n_samples`` rows.
 
     Each worker holds a block's buffers and (``accumulator``) two ``p x p``
-    float64 arrays of its own (its sum and the product it adds): the threads
-    are as many as :func:`_parallel.n_threads` allows and the budget holds
-    with blocks of 256 rows at least, the
-    blocks as large as the rest of the budget allows (see
-    :func:`row_batch_size`), in a number that is a multiple of the workers.
-    One thread: the blocks of :func:`row_batch_size`.
+    float64 arrays of its own (its sum and the product it adds).  The
+    workers are as many as :func:`_parallel.n_threads` allows and the budget
+    holds with blocks of at least 256 rows; the blocks are as large as the
+    rest of the budget allows (see :func:`row_batch_size`), in a number
+    that is a multiple of the workers.  One thread: the blocks of
+    :func:`row_batch_size`.
     """
     threads = _parallel.n_threads()
     if threads > 1:
