@@ -386,8 +386,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         the d.o.f. estimate, predictions), each running the BLAS on one
         thread.  None: the OpenMP default (``OMP_NUM_THREADS`` or all the
         cores the process may use), or the BLAS's current thread count if
-        smaller (a ``threadpoolctl`` limit, a joblib worker); -1: all
-        cores.  See :ref:`the scaling page <scaling>`.
+        smaller (a ``threadpoolctl`` limit, a joblib worker), and the
+        calling thread alone on a thread other than the main one; -1: all
+        cores.  See :ref:`the scaling page <threads>`.
 
     Attributes
     ----------

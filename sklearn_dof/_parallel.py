@@ -108,13 +108,20 @@ def n_threads(n_jobs="context"):
     the smaller of the OpenMP default (scikit-learn's own, which follows
     ``OMP_NUM_THREADS`` and the CPU quota) and the BLAS's current setting,
     so that a caller that limited either (a joblib worker, a
-    ``threadpool_limits`` block) is obeyed.  Always 1 inside a worker: the
-    passes do not nest.
+    ``threadpool_limits`` block) is obeyed; and 1 on a thread other than
+    the main one.  Always 1 inside a worker: the passes do not nest.
     """
     if in_worker():
         return 1
     if n_jobs == "context":
         n_jobs = _N_JOBS.get()
+    if n_jobs is None and threading.current_thread() is not threading.main_thread():
+        # Called from a thread of the caller's own parallelism (joblib's
+        # threading backend, Dask's threaded scheduler, a server's request
+        # threads): the pass runs on that thread.  Limiting a pthreads
+        # OpenBLAS from there would also make this thread, for its whole
+        # life, the only one whose threadpoolctl limits take effect.
+        return 1
     if n_jobs is None:
         threads = _openmp_effective_n_threads()
         blas = blas_threads()

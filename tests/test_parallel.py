@@ -187,6 +187,18 @@ def test_n_jobs_none_follows_the_blas_and_openmp_settings():
     assert _parallel.n_threads(3) == 3
     with _parallel.use_n_jobs(2):
         assert _parallel.n_threads() == 2
+    # From another thread (the caller's own parallelism), None means that
+    # thread alone; an explicit n_jobs still gets its workers.
+    seen = []
+    with threadpool_limits(limits=2, user_api="blas"):
+        other = threading.Thread(
+            target=lambda: seen.extend(
+                [_parallel.n_threads(None), _parallel.n_threads(2)]
+            )
+        )
+        other.start()
+        other.join()
+    assert seen == [1, 2]
 
 
 def test_kernel_block_in_parallel_equals_one_thread(data):
