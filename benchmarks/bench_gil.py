@@ -1,0 +1,64 @@
+"""Which BLAS calls release the GIL: scipy's wrappers against numpy's products.
+
+The worker threads of ``sklearn_dof._parallel`` run the BLAS on one thread
+each, side by side; that only helps for calls that release the GIL.  This
+script times ``B^T B`` for a 2000 x 2000 block, five times, by scipy's
+``dsyrk`` (added in place into a sum) and by numpy's ``matmul`` (into a
+scratch array, then added), on one thread and on two Python threads at once
+(the BLAS limited to one thread), and the same with the BLAS's own two
+threads.  Reported: GFLOP/s (``n^3`` per product) of each, all threads
+together.
+
+Usage::
+
+    python benchmarks/bench_gil.py
+"""
+
+import json
+import threading
+import time
+
+import numpy as np
+from scipy.linalg import blas
+from threadpoolctl import threadpool_limits
+
+SIZE, REPEATS = 2000, 5
+
+
+def scipy_syrk(B):
+    C = np.zeros((SIZE, SIZE), order="F")
+    for _ in range(REPEATS):
+        C = blas.dsyrk(1.0, B.T, beta=1.0, c=C, trans=0, lower=1, overwrite_c=1)
+
+
+def numpy_product(B):
+    scratch, C = np.empty((SIZE, SIZE)), np.zeros((SIZE, SIZE))
+    for _ in range(REPEATS):
+        C += np.matmul(B.T, B, out=scratch)
+
+
+def gflops(function, B, threads):
+    workers = [threading.Thread(target=function, args=(B,)) for _ in range(threads)]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return threads * REPEATS * SIZE**3 / (time.perf_counter() - start) / 1e9
+
+
+def main():
+    B = np.random.default_rng(0).standard_normal((SIZE, SIZE))
+    out = {}
+    for function in (scipy_syrk, numpy_product):
+        name = function.__name__
+        with threadpool_limits(limits=1, user_api="blas"):
+            out[f"{name}, 1 thread"] = gflops(function, B, 1)
+            out[f"{name}, 2 Python threads"] = gflops(function, B, 2)
+        with threadpool_limits(limits=2, user_api="blas"):
+            out[f"{name}, 2 BLAS threads"] = gflops(function, B, 1)
+    print(json.dumps({k: round(v, 1) for k, v in out.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
