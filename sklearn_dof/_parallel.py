@@ -28,9 +28,12 @@ spends its time, so Python threads suffice.
 
 The thread count is scikit-learn's ``n_jobs``: None means the BLAS/OpenMP
 default (all cores unless ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``,
-:func:`threadpoolctl.threadpool_limits` or a joblib worker say fewer), -1 all
-cores.  An estimator sets it for the duration of its methods
-(:func:`use_n_jobs`), so the numerical helpers it calls need no argument.
+:func:`threadpoolctl.threadpool_limits` or a joblib worker say fewer), or the
+calling thread alone when that is not the main thread (the caller's own
+parallelism); -1 all cores.  An estimator sets it for the duration of its
+methods (:func:`use_n_jobs`), so the numerical helpers it calls need no
+argument.  scipy's BLAS wrappers hold the GIL: a worker uses numpy's
+products only (:func:`in_worker` tells which path a function is on).
 """
 
 import functools
