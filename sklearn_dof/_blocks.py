@@ -324,6 +324,10 @@ class FeatureBlocks:
     # (None: they are in it already).
     basis = None
     rotation = None
+    # ``R`` when the features are ``K(x, I) R^{-1}`` for a Cholesky factor of
+    # the (shifted) landmark block: coefficients ``W`` found on them are the
+    # landmark weights ``R^{-1} W``.
+    cholesky = None
 
     def __init__(
         self,

@@ -819,7 +819,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``cache`` for callers that make several passes.  ``cholesky``: a
         Cholesky factor ``R`` of the (shifted) landmark block; the triangular
         basis is then ``R^{-1}`` itself (no eigendecomposition, the
-        coefficients are in the Cholesky basis: ``blocks.rotation`` is None).
+        coefficients are in the Cholesky basis: ``blocks.cholesky`` is ``R``
+        and ``blocks.rotation`` None).
         """
         landmarks = self._landmarks()
         landmark_factor = None
@@ -856,6 +857,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         )
         blocks.rotation = Q
         blocks.basis = landmark_basis
+        blocks.cholesky = cholesky if basis == "triangular" else None
         blocks.factor = landmark_factor  # see _LandmarkFactor
         return blocks
 

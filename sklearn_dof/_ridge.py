@@ -360,11 +360,14 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
             self.intercept_ = 0.0
         else:
             self.intercept_ = intercept[0] if y.ndim == 1 else intercept
-        basis = features.basis
-        if basis is not None and basis.cholesky is not None:
+        cholesky = features.cholesky
+        if cholesky is None and features.basis is not None:
+            cholesky = features.basis.cholesky
+        if cholesky is not None:
             # Features K(x, I) R^{-1}: the landmark weights are R^{-1} W, and
             # coef_ waits for normalization_, which this route never needs.
-            self.dual_coef_ = _shape_coef(basis.map(W), y.ndim)
+            dual = linalg.solve_triangular(cholesky, W, lower=False)
+            self.dual_coef_ = _shape_coef(dual, y.ndim)
             self._coef = None
             return
         # The triangular basis: rotation.T maps W to nystroem_.transform's
@@ -645,9 +648,6 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             features = self.nystroem_._training_features(X, cholesky=cholesky)
             problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
             W = problem.solve(self.alpha)
-            if cholesky is not None:
-                # W is in the Cholesky basis: _set_coef maps it by R^{-1}.
-                features.basis = basis
         self._set_coef(W, problem, y, features)
         return self
 
