@@ -151,11 +151,11 @@ def gram_total(total):
     if not isinstance(total, _GramSum):
         return total
     if total.lower_only:
-        return _mirror_lower(total.total)
+        return mirror_lower(total.total)
     return total.total
 
 
-def _mirror_lower(A, block=512):
+def mirror_lower(A, block=512):
     """Fill the strict upper triangle of square ``A`` from its lower one, in
     place, by square blocks (no ``p x p`` temporary)."""
     p = A.shape[0]

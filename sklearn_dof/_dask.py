@@ -52,6 +52,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
+from . import _kernels, _linalg
 from ._blocks import FeatureBlocks, _add, materialize
 from ._kernels import _UNIT_DIAGONAL, KernelColumns
 from ._sampling import DEFAULT_RTOL, PartialCholesky
@@ -421,13 +422,11 @@ def kernel_block(X, landmarks, kernel, params):
     Each chunk is the in-memory :func:`_kernels.kernel_block`; with a precomputed
     kernel ``landmarks`` are column indices.
     """
-    from ._kernels import kernel_block as in_memory_block
-
     dtype = X.dtype if X.dtype == np.float32 else np.dtype(np.float64)
     width = len(landmarks)
     if is_dask_array(landmarks):  # rows of X still on the workers
         landmarks = landmarks.rechunk(-1).to_delayed().ravel()[0]
-    function = functools.partial(in_memory_block, kernel=kernel, params=params)
+    function = functools.partial(_kernels.kernel_block, kernel=kernel, params=params)
     return map_chunks(X, function, width, dtype, landmarks)
 
 
@@ -494,6 +493,10 @@ class DaskPartialCholesky(PartialCholesky):
             return self._blocks[0]
         return da.concatenate(self._blocks, axis=1).rechunk({1: -1})
 
+    def quadratic_forms(self, A, rows=None):
+        G = self.factor if rows is None else self.factor[rows]
+        return quadratic_forms(G, A)
+
     def reserve(self, rank):
         pass  # the factor's blocks live on the workers, appended as they come
 
@@ -545,9 +548,7 @@ class DaskPartialCholesky(PartialCholesky):
 
 
 def _block_quadratic_forms(G_block, A):
-    from ._dof import _quadratic_forms
-
-    return _quadratic_forms(G_block, np.asarray(A, dtype=np.float64))
+    return _linalg.quadratic_forms(G_block, np.asarray(A, dtype=np.float64))
 
 
 def quadratic_forms(G, A):

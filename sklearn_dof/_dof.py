@@ -23,8 +23,7 @@ from scipy.linalg import lapack
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from . import _dask, _parallel
-from ._blocks import for_row_blocks
+from . import _linalg, _parallel
 from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
 from ._validation import (
     check_factor,
@@ -96,12 +95,6 @@ class DegreesOfFreedom:
         )
 
 
-def _shrinkage(eigvals, alpha):
-    """t / (t + alpha), the operator-monotone map from K to K (K + alpha I)^-1."""
-    eigvals = np.clip(eigvals, 0, None)
-    return eigvals / (eigvals + alpha)
-
-
 @validate_params(
     {"K": ["array-like"], "alpha": [Interval(Real, 0, None, closed="neither")]},
     prefer_skip_nested_validation=True,
@@ -150,44 +143,9 @@ def degrees_of_freedom(K, alpha):
     check_penalty_resolution(alpha, np.diag(K))
     eigvals, eigvecs = linalg.eigh(0.5 * (K + K.T))
     check_spectrum(eigvals, "K")
-    shrink = _shrinkage(eigvals, alpha)
+    shrink = _linalg.shrinkage(eigvals, alpha)
     leverage = (eigvecs**2) @ shrink
     return DegreesOfFreedom(leverage, (shrink**2).sum(), alpha)
-
-
-def _quadratic_forms(G, A):
-    """diag(G A^-1 G^T) for a symmetric positive definite A, in O(n r^2)."""
-    if _dask.is_dask_array(G):  # row chunks on a Dask cluster: this, per chunk
-        return _dask.quadratic_forms(G, A)
-    # With A = C C^T, the forms are the squared row norms of G C^-T, a
-    # triangular product.  A >= alpha I keeps the triangular inverse
-    # accurate enough for scores.
-    C = linalg.cholesky(A, lower=True, check_finite=False)
-    C_inv = linalg.solve_triangular(
-        C, np.eye(A.shape[0], dtype=A.dtype), lower=True, check_finite=False
-    )
-    trmm = linalg.get_blas_funcs("trmm", (C_inv,))
-    forms = np.empty(G.shape[0])
-
-    # Row blocks that the allocator reuses: no n x r temporary, whose first
-    # touch costs more than the product on machines that back memory lazily.
-    def work(slices):
-        # scipy's trmm holds the GIL: a worker of a parallel pass takes
-        # numpy's general product (twice the flops, on every core) instead.
-        triangular = not _parallel.in_worker()
-        for rows in slices:
-            if triangular:
-                # G_b C^-T from the right, in place in a column-major float64
-                # copy of G_b: the factor's own layout, so the copy moves
-                # contiguous columns (a strided transpose would not).
-                Z = np.array(G[rows], dtype=np.float64, order="F")
-                Z = trmm(1.0, C_inv, Z, side=1, lower=1, trans_a=1, overwrite_b=1)
-            else:
-                Z = G[rows].astype(np.float64, copy=False) @ C_inv.T
-            forms[rows] = np.einsum("ij,ij->i", Z, Z)
-
-    for_row_blocks(work, *G.shape)
-    return forms
 
 
 def _averaged_dof(chol, alpha, n, uniform):
@@ -201,7 +159,7 @@ def _averaged_dof(chol, alpha, n, uniform):
     else:
         # Chosen columns: eig L <= eig K, a lower bound on d_ave.
         spectrum = linalg.eigvalsh(np.asarray(chol.gram()))
-    return float((_shrinkage(spectrum, alpha) ** 2).sum())
+    return float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
 
 
 def _lower_bounds(chol, alpha):
@@ -209,7 +167,7 @@ def _lower_bounds(chol, alpha):
     G = chol.factor
     if G.shape[1] == 0:
         return np.zeros(G.shape[0])
-    return _quadratic_forms(G, chol.gram() + alpha * np.eye(G.shape[1]))
+    return chol.quadratic_forms(chol.gram() + alpha * np.eye(G.shape[1]))
 
 
 def _landmark_dof(landmark_scores, spectrum, alpha, n_samples):
@@ -219,7 +177,7 @@ def _landmark_dof(landmark_scores, spectrum, alpha, n_samples):
     ``spectrum`` estimated eigenvalues of ``K`` (see ``DoFNystroem.fit``): a
     fixed rank does not need the pass over all rows that the bounds cost.
     """
-    shrink = _shrinkage(spectrum, alpha)
+    shrink = _linalg.shrinkage(spectrum, alpha)
     d_eff = float(shrink.sum())
     # n max_i l_i >= sum_i l_i holds for the true scores; the landmark rows
     # may miss the maximum, never the mean.
@@ -310,19 +268,19 @@ def leverage_score_bounds(G, pivots, residual, alpha):
         upper = np.minimum(residual / alpha, 1.0)
         return lower, upper.copy(), upper
     eye = np.eye(r)
-    lower = _quadratic_forms(G, G.T @ G + alpha * eye)
+    lower = _linalg.quadratic_forms(G, G.T @ G + alpha * eye)
 
     G_I = G[np.asarray(pivots, dtype=np.intp)]
     M = G_I.T @ G_I
-    ridge = residual / alpha + _quadratic_forms(G, M + alpha * eye)
+    ridge = residual / alpha + _linalg.quadratic_forms(G, M + alpha * eye)
 
     eps = residual.sum()
     eigvals, V = linalg.eigh(G.T @ G)
     positive = eigvals > eigvals.max() * np.finfo(float).eps * r
     U = (G @ V[:, positive]) / np.sqrt(eigvals[positive])
-    f_eps = _shrinkage(np.array([eps]), alpha)[0]
+    f_eps = _linalg.shrinkage(np.array([eps]), alpha)[0]
     perturbation = f_eps + (U * U) @ (
-        _shrinkage(eigvals[positive] + eps, alpha) - f_eps
+        _linalg.shrinkage(eigvals[positive] + eps, alpha) - f_eps
     )
 
     upper = np.minimum(np.minimum(ridge, perturbation), 1.0)
@@ -545,9 +503,9 @@ def _unclipped_d_eff(chol, alpha):
     # numpy's LAPACK, in the thread pool of the products around it (see
     # _blocks._GramSum).
     spectrum = np.linalg.eigvalsh(np.asarray(chol.gram()))  # dask: computed
-    return float(_shrinkage(spectrum, alpha).sum()) + float(chol.residual.sum()) / (
-        2.0 * alpha
-    )
+    return float(_linalg.shrinkage(spectrum, alpha).sum()) + float(
+        chol.residual.sum()
+    ) / (2.0 * alpha)
 
 
 def doubling_schedule(n, start=32):

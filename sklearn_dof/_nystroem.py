@@ -17,14 +17,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _dask, _parallel
-from ._blocks import FeatureBlocks, _mirror_lower, _one_blas_thread, kernel_product
+from . import _dask, _linalg, _parallel
+from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product, mirror_lower
 from ._dof import (
     _column_rule,
     _estimate_from_access,
     _landmark_dof,
-    _quadratic_forms,
-    _shrinkage,
     _uniform_landmark_dof,
     doubling_schedule,
 )
@@ -40,175 +38,6 @@ from ._validation import (
     check_landmark_gram,
     check_penalty_resolution,
 )
-
-# Eigenvalues of K(I, I) below this fraction of the largest are treated as
-# zero in the pseudo-inverse square root: they come from duplicated or
-# nearly dependent landmarks and would only amplify rounding errors.
-PINV_RTOL = 1e-12
-
-
-def _landmark_eigh(W, rtol=PINV_RTOL):
-    """Eigendecomposition of the landmark Gram ``K(I, I)``, small ones zeroed.
-
-    A float32 block carries only about 1e-7 relative precision: eigenvalues
-    below that are noise and the threshold follows the block's dtype.
-    Returns the kept eigenvalues, the eigenvectors, and the eigenvalues as
-    computed (for :func:`check_landmark_gram`).
-    """
-    rtol = max(rtol, 10 * np.finfo(W.dtype).eps)
-    W = 0.5 * (W + W.T)
-    eigvals, eigvecs = linalg.eigh(W.astype(np.float64))
-    keep = eigvals > rtol * max(eigvals.max(initial=0.0), np.finfo(float).tiny)
-    return np.where(keep, eigvals, 0.0), eigvecs, eigvals
-
-
-def _inverse_sqrt(W, rtol=PINV_RTOL):
-    """Symmetric pseudo-inverse square root ``W^{+1/2}`` of a PSD matrix."""
-    return _inverse_sqrt_from_eigh(*_landmark_eigh(W, rtol)[:2])
-
-
-def _inverse_sqrt_from_eigh(eigvals, eigvecs):
-    keep = eigvals > 0
-    scaled = eigvecs[:, keep] / np.sqrt(eigvals[keep])
-    return scaled @ eigvecs[:, keep].T
-
-
-def _landmark_cholesky(gram, rtol=PINV_RTOL):
-    """Upper Cholesky factor ``R`` of ``K(I, I) = R^T R``, or None.
-
-    ``K(x, I) R^{-1}`` and ``K(x, I) K(I, I)^{-1/2}`` are the same Nystroem
-    features up to an orthogonal rotation, and ``R`` costs ``p^3 / 3``
-    flops against about ``9 p^3`` for the eigendecomposition and the
-    square root.  None when ``K(I, I)`` is not numerically positive
-    definite: when the Cholesky factorisation fails, or when LAPACK's
-    estimate of its reciprocal condition number falls below ``rtol``, the
-    relative level below which the pseudo-inverse drops eigenvalues
-    (:func:`_landmark_eigh`).
-    """
-    # Its upper triangle: the block is symmetric up to rounding, and
-    # check_landmark_gram warns when it is not.
-    gram = np.asarray(gram, dtype=np.float64)
-    R, info = lapack.dpotrf(gram, lower=0, clean=1)
-    if info != 0:
-        return None
-    # LAPACK's 1-norm, read in place: the 1-norm of a C-ordered array is
-    # the infinity norm of its Fortran-ordered transpose.
-    if gram.flags.c_contiguous:
-        norm = lapack.dlange("I", gram.T)
-    else:
-        norm = lapack.dlange("1", gram)
-    rcond, info = lapack.dpocon(R, norm, uplo="U")
-    if info != 0 or not rcond >= rtol:
-        return None
-    return R
-
-
-# A shift of K(I, I) at most this fraction of the penalty on the landmark
-# block's scale (see _shifted_landmark_cholesky).
-_SHIFT_PENALTY_FRACTION = 1e-2
-
-
-def _shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
-    """``(R, K(I, I) + s I)`` with ``R^T R = K(I, I) + s I``, or None.
-
-    For the blocks :func:`_landmark_cholesky` refuses (duplicated or
-    numerically dependent landmarks), at the same ``p^3 / 3`` flops instead
-    of the ``9 p^3`` of the pseudo-inverse square root.  The shift
-    ``s = rtol ||K(I, I)||_1`` (at least ``rtol`` times the largest
-    eigenvalue) bounds the condition number by about ``1 / rtol``, the level
-    at which the pseudo-inverse drops eigenvalues.  The features
-    ``K(x, I) R^{-1}`` give ``L_s = K(:, I) (K(I, I) + s I)^{-1} K(I, :)``:
-    each direction of ``K(I, I)`` with eigenvalue ``mu`` enters scaled by
-    ``mu / (mu + s)``, so the ones the pseudo-inverse keeps (``mu >= s``)
-    lose at most half, those far above it nothing, and the ones it drops
-    (duplicated landmarks) nearly vanish.  In the ridge objective
-    the shift is an extra penalty ``alpha s ||beta||^2`` on the dual weights
-    (Falkon shifts its landmark block the same way).  ``p`` uniform
-    landmarks see the spectrum of ``K`` scaled by ``p / n``, and with it the
-    penalty: ``landmark_penalty = alpha p / n``.  The shift is taken only when
-    it is below 1% of that, where ridge regression damps the directions it
-    perturbs anyway; else, and for a block that the shift does not make
-    positive definite (a kernel that is not PSD), None: the pseudo-inverse.
-    """
-    gram = np.asarray(gram, dtype=np.float64)
-    shift = rtol * max(float(lapack.dlange("1", gram)), np.finfo(float).tiny)
-    if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty:
-        return None
-    shifted = gram + shift * np.eye(gram.shape[0])
-    R, info = lapack.dpotrf(shifted, lower=0, clean=1)
-    if info != 0:
-        return None
-    return R, shifted
-
-
-class _LandmarkBasis:
-    """The map ``N`` of the features ``Phi = K(x, I) N`` in the kernel basis.
-
-    Either ``N = R^{-1}`` for the Cholesky factor ``R`` of ``K(I, I)``
-    (applied by triangular solves, never formed) or a given matrix, the
-    fitted ``normalization_.T``.  ``_ridge._LinearProblem`` sums over kernel
-    blocks and maps the ``p x p`` sums with it.
-    """
-
-    def __init__(self, cholesky=None, gram=None, matrix=None):
-        self.cholesky = cholesky
-        self.gram = gram  # K(I, I), with the Cholesky factor
-        self.matrix = matrix
-
-    def ridge_solver(self, G, alpha):
-        """``rhs -> (N^T G N + alpha I)^-1 rhs`` without forming ``N^T G N``.
-
-        With ``N = R^{-1}``, ``N^T G N + alpha I = R^{-T} (G + alpha K(I, I))
-        R^{-1}``, whose inverse is ``R (G + alpha K(I, I))^{-1} R^T``: one
-        Cholesky factorisation in the kernel basis (``p^3 / 3`` flops, against
-        ``p^3`` for the map of ``G``) and two triangular products per
-        solve.  None for a matrix basis, or when rounding makes
-        ``G + alpha K(I, I)`` indefinite.
-        """
-        if self.cholesky is None:
-            return None
-        A = np.multiply(self.gram, alpha)
-        A += G
-        try:
-            # A symmetric C-ordered array is its own Fortran-ordered
-            # transpose: LAPACK factors it in place, no p x p copy.
-            factor = linalg.cho_factor(
-                A.T, lower=True, overwrite_a=True, check_finite=False
-            )
-        except linalg.LinAlgError:
-            return None
-        R = self.cholesky
-
-        def solve(rhs):
-            return R @ linalg.cho_solve(factor, R.T @ rhs, check_finite=False)
-
-        return solve
-
-    def map(self, V):
-        """``N V``: from feature weights to landmark (dual) weights."""
-        if self.matrix is not None:
-            return self.matrix @ V
-        return linalg.solve_triangular(self.cholesky, V, lower=False)
-
-    def map_t(self, V):
-        """``N^T V``: from sums over kernel blocks to the features' basis."""
-        if self.matrix is not None:
-            return self.matrix.T @ V
-        return linalg.solve_triangular(self.cholesky, V, trans="T", lower=False)
-
-    def congruence(self, G):
-        """``N^T G N`` of a symmetric ``G``."""
-        if self.matrix is not None:
-            NtGN = self.matrix.T @ (G @ self.matrix)
-            return 0.5 * (NtGN + NtGN.T)
-        # LAPACK's two-sided reduction R^{-T} G R^{-1}: half the flops of
-        # two triangular solves, since it uses the symmetry of G.
-        C, info = lapack.dsygst(G, self.cholesky, itype=1, lower=0)
-        if info != 0:  # pragma: no cover - only for invalid arguments
-            raise linalg.LinAlgError(f"dsygst failed with info={info}.")
-        # Its upper triangle, mirrored: the lower one of its transpose.
-        _mirror_lower(C.T)
-        return C
 
 
 def _landmark_factor(chol, landmarks):
@@ -264,7 +93,7 @@ class _LandmarkFactor:
         y_mean = y.mean(axis=0)
         centred = self.chol.gram() - n * np.outer(g_mean, g_mean)
         gram = G_I @ (centred @ G_I.T)
-        _mirror_lower(gram)  # exactly symmetric, as the block sums are
+        mirror_lower(gram)  # exactly symmetric, as the block sums are
         rhs = G_I @ (G.T @ y - n * np.outer(g_mean, y_mean))
         return gram, rhs, G_I @ g_mean, y_mean
 
@@ -610,17 +439,17 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         cholesky = None
         factored = gram  # the block the Cholesky factor is of
         if self._defer_normalization and self.kernel != "precomputed":
-            cholesky = _landmark_cholesky(gram)
+            cholesky = _linalg.landmark_cholesky(gram)
             if cholesky is None:
-                shifted = _shifted_landmark_cholesky(
+                shifted = _linalg.shifted_landmark_cholesky(
                     gram, self.alpha * n_components / n_samples
                 )
                 if shifted is not None:
                     cholesky, factored = shifted
         if cholesky is None:
-            eigvals, eigvecs, raw_eigvals = _landmark_eigh(gram)
+            eigvals, eigvecs, raw_eigvals = _linalg.landmark_eigh(gram)
             check_landmark_gram(gram, self.kernel, raw_eigvals)
-            normalization = _inverse_sqrt_from_eigh(eigvals, eigvecs)
+            normalization = _linalg.inverse_sqrt_from_eigh(eigvals, eigvecs)
             normalization = normalization.astype(X.dtype, copy=False)
         else:
             eigvals = eigvecs = normalization = None
@@ -769,7 +598,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             dof = _uniform_landmark_dof(gram, self.alpha, n_samples)
             if dof is not None:
                 return (*dof, p)
-            eigvals, eigvecs, _ = _landmark_eigh(gram)
+            eigvals, eigvecs, _ = _linalg.landmark_eigh(gram)
         if chol is None:
             spectrum = (n_samples / p) * eigvals
             # Rows K(I, I)^{1/2} of the features against (n / p) K(I, I).
@@ -777,8 +606,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         else:
             gram = chol.gram()
             spectrum = linalg.eigvalsh(gram)
-            scores = _quadratic_forms(
-                chol.factor[indices], gram + self.alpha * np.eye(gram.shape[0])
+            scores = chol.quadratic_forms(
+                gram + self.alpha * np.eye(gram.shape[0]), rows=indices
             )
         d_max, d_eff, d_ave = _landmark_dof(scores, spectrum, self.alpha, n_samples)
         return d_max, d_eff, d_ave, p
@@ -797,9 +626,13 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         G = self._kernel_to_landmarks(X).astype(np.float64) @ self.normalization_.T
         residual = np.clip(access.diagonal() - (G * G).sum(axis=1), 0, None)
         gram = G.T @ G
-        lower = _quadratic_forms(G, gram + self.alpha * np.eye(G.shape[1]))
+        if _dask.is_dask_array(G):
+            forms = _dask.quadratic_forms
+        else:
+            forms = _linalg.quadratic_forms
+        lower = forms(G, gram + self.alpha * np.eye(G.shape[1]))
         scores = np.clip(lower + 0.5 * residual / self.alpha, lower, 1.0)
-        shrink = _shrinkage(linalg.eigvalsh(gram), self.alpha)
+        shrink = _linalg.shrinkage(linalg.eigvalsh(gram), self.alpha)
         d_max = X.shape[0] * float(lower.max(initial=0.0))
         return d_max, float(scores.sum()), float((shrink**2).sum()), G.shape[1]
 
@@ -811,7 +644,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``basis="triangular"``: the blocks are ``K(x, I) T`` of
         :class:`_TriangularFeatures`, and ``blocks.rotation`` is ``Q``.
         ``basis="kernel"``: the blocks are the kernel blocks ``K(x, I)``
-        themselves and ``blocks.basis`` the :class:`_LandmarkBasis` ``N`` of
+        themselves and ``blocks.basis`` the :class:`_linalg.LandmarkBasis` ``N`` of
         the features ``K(x, I) N``: ``R^{-1}`` when the fit kept a Cholesky
         factor ``R`` of ``K(I, I)``, else ``normalization_.T``; for callers
         that apply it to ``p x p`` sums instead of to every row (see
@@ -841,10 +674,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             self._landmark_cholesky = self._rows_factor = None
             if factors is None:
                 normalization = self.normalization_.T.astype(np.float64)
-                landmark_basis = _LandmarkBasis(matrix=normalization)
+                landmark_basis = _linalg.LandmarkBasis(matrix=normalization)
             else:
                 cholesky, gram = factors
-                landmark_basis = _LandmarkBasis(cholesky=cholesky, gram=gram)
+                landmark_basis = _linalg.LandmarkBasis(cholesky=cholesky, gram=gram)
             if chol is not None:
                 landmark_factor = _LandmarkFactor(chol, self.component_indices_)
         feature_map = _TriangularFeatures(
@@ -887,12 +720,14 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     @property
     def normalization_(self):
         # Documented in the class Attributes.  Computed at fit, except for
-        # the estimators that fit in the kernel basis (_LandmarkBasis),
+        # the estimators that fit in the kernel basis (_linalg.LandmarkBasis),
         # which never need it to predict: then on first use, once.
         check_is_fitted(self, "n_components_")
         if self._normalization is None:
             gram = self._landmark_gram()
-            self._normalization = _inverse_sqrt(gram).astype(gram.dtype, copy=False)
+            self._normalization = _linalg.inverse_sqrt(gram).astype(
+                gram.dtype, copy=False
+            )
         return self._normalization
 
     # Documented in the class Attributes: (d_max, d_eff, d_ave, columns).

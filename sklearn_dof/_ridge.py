@@ -78,7 +78,7 @@ class _LinearProblem:
     When the blocks are the kernel blocks ``K(x, I)`` and ``features.basis``
     is a map ``N`` with ``N N^T = K(I, I)^+`` and ``Phi = K N`` (the inverse
     Cholesky factor ``R^{-1}``, or ``K(I, I)^{+1/2}``; see
-    ``_nystroem._LandmarkBasis``), the Gram matrix is accumulated in the
+    ``_linalg.LandmarkBasis``), the Gram matrix is accumulated in the
     kernel basis, ``G = K_c^T S K_c``, one symmetric rank-``n`` update
     (``n p^2`` flops), with ``Phi_c^T S Phi_c = N^T G N``: the ``n p^2``
     flops of forming ``K N`` row by row are saved, and the ``p x p`` system
@@ -192,7 +192,7 @@ class _LinearProblem:
         rounding of the kernel-basis sum ``G``.
 
         In the Cholesky basis, one factorisation of ``G + alpha K(I, I)``
-        (:meth:`_LandmarkBasis.ridge_solver`); otherwise, or when rounding
+        (:meth:`_linalg.LandmarkBasis.ridge_solver`); otherwise, or when rounding
         makes that matrix indefinite, ``G`` mapped to the features' basis.
         Without intercept the uncentred Gram matrix is the centred one plus
         ``t o o^T`` (``t`` the total weight, ``o`` the mean feature row),

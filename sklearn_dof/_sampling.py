@@ -28,6 +28,7 @@ from scipy.linalg import lapack
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
+from . import _linalg
 from ._blocks import for_row_blocks
 from ._validation import check_square_matrix
 
@@ -170,6 +171,11 @@ class PartialCholesky:
             G = self.factor.astype(np.float64, copy=False)
             self._gram = G.T @ G
         return self._gram
+
+    def quadratic_forms(self, A, rows=None):
+        """``diag(G A^-1 G^T)`` over the factor's rows (``rows``: some of them)."""
+        G = self.factor if rows is None else self.factor[rows]
+        return _linalg.quadratic_forms(G, A)
 
     def reserve(self, rank):
         """Make room for a factor of ``rank`` columns (one copy at most).

@@ -13,11 +13,9 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_dof import DoFNystroem, degrees_of_freedom
 from sklearn_dof._kernels import KernelColumns
+from sklearn_dof._linalg import PINV_RTOL, LandmarkBasis, landmark_cholesky
 from sklearn_dof._nystroem import (
-    PINV_RTOL,
-    _landmark_cholesky,
     _landmark_factor,
-    _LandmarkBasis,
     _LandmarkFactor,
     _TriangularFeatures,
 )
@@ -221,28 +219,28 @@ def test_auto_uniform_landmarks_are_the_fixed_rank_ones():
 def test_landmark_cholesky_only_for_well_conditioned_blocks():
     X = np.random.RandomState(0).randn(200, 8)
     K = rbf_kernel(X, gamma=0.5)
-    R = _landmark_cholesky(K)
+    R = landmark_cholesky(K)
     np.testing.assert_allclose(R.T @ R, K, atol=1e-12)
     assert np.array_equal(R, np.triu(R))
     # A duplicated landmark makes K(I, I) singular; a very smooth kernel
     # gives eigenvalues that the pseudo-inverse would drop (below PINV_RTOL).
-    assert _landmark_cholesky(rbf_kernel(np.r_[X, X[:1]], gamma=0.5)) is None
+    assert landmark_cholesky(rbf_kernel(np.r_[X, X[:1]], gamma=0.5)) is None
     smooth = rbf_kernel(X[:, :2], gamma=1e-2)
     eigvals = np.linalg.eigvalsh(smooth)
     assert eigvals.min() < PINV_RTOL * eigvals.max()
-    assert _landmark_cholesky(smooth) is None
+    assert landmark_cholesky(smooth) is None
 
 
 @pytest.mark.parametrize("kind", ["cholesky", "matrix"])
 def test_landmark_basis_applies_its_map(kind):
     rng = np.random.RandomState(1)
     K = rbf_kernel(rng.randn(60, 5), gamma=0.3)
-    R = _landmark_cholesky(K)
+    R = landmark_cholesky(K)
     if kind == "cholesky":
-        basis, N = _LandmarkBasis(cholesky=R), np.linalg.inv(R)
+        basis, N = LandmarkBasis(cholesky=R), np.linalg.inv(R)
     else:
         N = rng.randn(60, 60)
-        basis = _LandmarkBasis(matrix=N)
+        basis = LandmarkBasis(matrix=N)
     # Either way N N^T is the inverse of K(I, I) only for the Cholesky map;
     # the operations are those of the matrix N.
     G = rng.randn(60, 60)
@@ -261,17 +259,17 @@ def test_landmark_basis_applies_its_map(kind):
 def test_landmark_basis_ridge_solver_skips_the_map():
     rng = np.random.RandomState(2)
     K = rbf_kernel(rng.randn(60, 5), gamma=0.3)
-    R = _landmark_cholesky(K)
+    R = landmark_cholesky(K)
     N = np.linalg.inv(R)
     G = rng.randn(200, 60) @ K  # a kernel-basis Gram matrix K^T K
     G = G.T @ G
     V = rng.randn(60, 2)
-    solve = _LandmarkBasis(cholesky=R, gram=K).ridge_solver(G, 0.5)
+    solve = LandmarkBasis(cholesky=R, gram=K).ridge_solver(G, 0.5)
     expected = np.linalg.solve(N.T @ G @ N + 0.5 * np.eye(60), V)
     np.testing.assert_allclose(solve(V), expected, rtol=1e-6, atol=1e-8)
     # Only the Cholesky basis has the shortcut; an indefinite sum has none.
-    assert _LandmarkBasis(matrix=N).ridge_solver(G, 0.5) is None
-    assert _LandmarkBasis(cholesky=R, gram=K).ridge_solver(-G, 0.5) is None
+    assert LandmarkBasis(matrix=N).ridge_solver(G, 0.5) is None
+    assert LandmarkBasis(cholesky=R, gram=K).ridge_solver(-G, 0.5) is None
 
 
 @pytest.mark.parametrize("rule", ["greedy", "blocks"])

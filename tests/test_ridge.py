@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_dof import DoFNystroem, _nystroem, _ridge
+from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
 ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -49,7 +49,7 @@ def _fitted_features(model, X):
     gram = nystroem._landmark_gram()
     n_train = nystroem._n_training_rows
     penalty = model.alpha * nystroem.n_components_ / n_train
-    R = _nystroem._shifted_landmark_cholesky(gram, penalty)[0]
+    R = _linalg.shifted_landmark_cholesky(gram, penalty)[0]
     K = rbf_kernel(X, nystroem.components_, gamma=nystroem.gamma)
     return linalg.solve_triangular(R, K.T, trans="T").T
 
@@ -59,13 +59,13 @@ def _route_atol(model):
     features of ``DoFNystroem``.
 
     Where ``_landmark_cholesky`` refuses ``K(I, I)`` (reciprocal condition
-    below ``PINV_RTOL``; the smooth kernel of GAMMA on these data), the fit
+    below ``_linalg.PINV_RTOL``; the smooth kernel of GAMMA on these data), the fit
     factors ``K(I, I) + s I`` instead of computing ``K(I, I)^{+1/2}``: the two
     Nystroem approximations differ in the directions of ``K(I, I)`` with
     eigenvalues near the shift, at about 1e-6 of the predictions here.
     """
     gram = model.nystroem_._landmark_gram()
-    return 1e-8 if _nystroem._landmark_cholesky(gram) is not None else 1e-5
+    return 1e-8 if _linalg.landmark_cholesky(gram) is not None else 1e-5
 
 
 # --------------------------------------------------------------------------
@@ -522,7 +522,7 @@ def test_kernel_basis_solve_matches_ridge_on_features(
     alpha = X.shape[0] * lam
     # gamma=0.3: the fit factors K(I, I) and leaves normalization_ for later.
     # gamma=0.05: K(I, I) is too ill-conditioned for Cholesky (reciprocal
-    # condition below PINV_RTOL); the fit factors K(I, I) + s I, unless the
+    # condition below _linalg.PINV_RTOL); the fit factors K(I, I) + s I, unless the
     # shift s is not below 1% of the penalty on the landmarks' scale
     # (lambda = 1e-13 here): then the basis is normalization_.T.
     p = 400
@@ -536,8 +536,8 @@ def test_kernel_basis_solve_matches_ridge_on_features(
     )
     gram = nystroem._landmark_gram()
     shifted = None
-    if _nystroem._landmark_cholesky(gram) is None:
-        shifted = _nystroem._shifted_landmark_cholesky(gram, alpha * p / X.shape[0])
+    if _linalg.landmark_cholesky(gram) is None:
+        shifted = _linalg.shifted_landmark_cholesky(gram, alpha * p / X.shape[0])
     route = "cholesky" if gamma == 0.3 else "shifted" if lam > 1e-13 else "pinv"
     assert (shifted is not None) == (route == "shifted")
     assert (model.nystroem_._normalization is None) == (route != "pinv")
@@ -639,7 +639,7 @@ def test_kernel_basis_sums_from_the_rows_factor(
     params = dict(gamma=gamma, n_components=300, sampling=sampling, random_state=0)
     model = DoFKernelRidge(alpha=alpha, fit_intercept=fit_intercept, **params)
     model.fit(X, y)
-    # A shifted K(I, I) + s I (see _shifted_landmark_cholesky) is factored
+    # A shifted K(I, I) + s I (see _linalg.shifted_landmark_cholesky) is factored
     # too, except at the smallest penalty, which the shift would not leave
     # alone: the pseudo-inverse basis then.
     cholesky_basis = gamma == 0.3 or sampling == "pivoted" or lam > 1e-13
