@@ -1,11 +1,7 @@
 """Nystroem kernel methods whose rank follows the degrees of freedom."""
 
-from ._dof import (
-    DegreesOfFreedom,
-    degrees_of_freedom,
-    estimate_degrees_of_freedom,
-    leverage_score_bounds,
-)
+from ._dof import DegreesOfFreedom, degrees_of_freedom, leverage_score_bounds
+from ._estimate import estimate_degrees_of_freedom
 from ._logistic import DoFKernelLogisticRegression
 from ._nystroem import DoFNystroem
 from ._rank import auto_rank, theoretical_rank

@@ -305,6 +305,19 @@ class FeatureBlocks:
     cache : bool, default=False
         Keep the features after the first pass if they fit the budget: for
         callers that make several passes (Newton steps, cross-validation).
+    rotation : ndarray of shape (p, p), default=None
+        Maps coefficients found on the blocks to the transformer's basis
+        (None: they are in it already).
+    basis : LandmarkBasis, default=None
+        None for features proper; ``N`` for kernel blocks ``K(x, I)`` whose
+        features are ``K(x, I) N``.
+    cholesky : ndarray of shape (p, p), default=None
+        ``R`` when the features are ``K(x, I) R^{-1}`` for a Cholesky factor
+        of the (shifted) landmark block: coefficients ``W`` found on them
+        are the landmark weights ``R^{-1} W``.
+    factor : object, default=None
+        Gives the kernel-basis sums from the rows' partial Cholesky factor
+        (``_nystroem._LandmarkFactor``).
 
     Attributes
     ----------
@@ -318,16 +331,6 @@ class FeatureBlocks:
     # Blocks computed on the fly are temporaries a statistic may overwrite
     # (see owns_blocks); an executor whose blocks are shared says False.
     _writable_blocks = True
-    # Set by the estimator that builds the blocks: ``basis`` is None for
-    # features proper, or ``N`` for kernel blocks whose features are
-    # ``K(x, I) N``; ``rotation`` maps coefficients to the transform's basis
-    # (None: they are in it already).
-    basis = None
-    rotation = None
-    # ``R`` when the features are ``K(x, I) R^{-1}`` for a Cholesky factor of
-    # the (shifted) landmark block: coefficients ``W`` found on them are the
-    # landmark weights ``R^{-1} W``.
-    cholesky = None
 
     def __init__(
         self,
@@ -337,7 +340,13 @@ class FeatureBlocks:
         dtype=np.float64,
         working_memory=None,
         cache=False,
+        *,
+        rotation=None,
+        basis=None,
+        cholesky=None,
+        factor=None,
     ):
+        self._set_basis(rotation, basis, cholesky, factor)
         self.X = X
         self.feature_map = feature_map
         self.n_components = n_components
@@ -352,6 +361,12 @@ class FeatureBlocks:
         budget = working_memory * 2**20
         self.cached = cache and self.n_samples * n_components * itemsize <= budget
         self._cache = None
+
+    def _set_basis(self, rotation, basis, cholesky, factor):
+        self.rotation = rotation
+        self.basis = basis
+        self.cholesky = cholesky
+        self.factor = factor
 
     @property
     def owns_blocks(self):

@@ -408,9 +408,6 @@ class DaskKernelColumns(KernelColumns):
             np.arange(indices.size)
         )
 
-    def partial_cholesky(self):
-        return DaskPartialCholesky(self.columns, self.diagonal(), self.chunks)
-
 
 def _block_diagonal(X_block, kernel, params):
     return KernelColumns(X_block, kernel, params).diagonal()
@@ -596,9 +593,15 @@ class DaskFeatureBlocks(FeatureBlocks):
         dtype=np.float64,
         working_memory=None,
         cache=False,
+        *,
+        rotation=None,
+        basis=None,
+        cholesky=None,
+        factor=None,
     ):
         # Persisting follows the memory budget whatever ``cache`` says: the
         # recomputation would ship X again.
+        self._set_basis(rotation, basis, cholesky, factor)
         self.X = X
         self.feature_map = feature_map
         self.n_components = n_components

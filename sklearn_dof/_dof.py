@@ -15,19 +15,16 @@ ridge regression, ``d_max`` the number of uniformly sampled columns that a
 Nystroem approximation needs to keep its prediction error.
 """
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
-from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, validate_params
 
-from . import _linalg, _parallel
-from ._kernels import KERNEL_CONSTRAINTS, KernelColumns, get_kernel_params
+from . import _linalg
 from ._validation import (
     check_factor,
-    check_kernel_is_psd,
     check_penalty_resolution,
     check_spectrum,
     check_square_matrix,
@@ -292,196 +289,6 @@ def leverage_score_bounds(G, pivots, residual, alpha):
     return lower, np.clip(estimate, lower, upper), upper
 
 
-@validate_params(
-    {
-        **KERNEL_CONSTRAINTS,
-        "X": ["array-like", "sparse matrix"],
-        "alpha": [Interval(Real, 0, None, closed="neither")],
-        "n_columns": [Interval(Integral, 1, None, closed="left"), None],
-        "sampling": [StrOptions({"uniform", "pivoted", "leverage", "rpcholesky"})],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "random_state": ["random_state"],
-    },
-    prefer_skip_nested_validation=False,
-)
-def estimate_degrees_of_freedom(
-    X,
-    alpha,
-    *,
-    kernel="rbf",
-    gamma=None,
-    coef0=None,
-    degree=None,
-    kernel_params=None,
-    n_columns=None,
-    sampling="uniform",
-    tol=0.1,
-    random_state=None,
-    n_jobs=None,
-):
-    """Estimate leverage scores and degrees of freedom from sampled columns.
-
-    Never forms the ``n x n`` kernel matrix: columns ``I`` are drawn uniformly
-    and the Nystroem factor of ``K(:, I)`` gives, for every point, a lower
-    bound, an upper bound and an estimate of its leverage score (see
-    :func:`leverage_score_bounds`).  With ``n_columns=None`` the number of
-    columns ``p`` starts at 32 and doubles, reusing the columns already
-    evaluated, until the estimates of ``d_eff`` and ``d_max`` move by less
-    than ``tol`` (relative) between two doublings, or the ``d_eff`` bracket
-    itself is within ``tol``.  Each round costs ``O(n p^2)`` time and the
-    factor ``O(n p)`` memory, so the whole estimate costs a constant times one
-    round at the final ``p``, which is of the order of ``d_max``.
-
-    ``d_ave`` is estimated from the eigenvalues of the sampled block,
-    ``(n / p) eig K(I, I)``, the usual Nystroem estimate of the spectrum.
-
-    Parameters
-    ----------
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        Training data, or the ``n x n`` Gram matrix with ``kernel="precomputed"``.
-    alpha : float > 0
-        Penalty on scikit-learn's scale, ``alpha = n * lambda``.
-    kernel : str or callable, default="rbf"
-        As in :class:`sklearn.kernel_approximation.Nystroem`.
-    gamma, coef0, degree : float, default=None
-        Parameters of the built-in kernels.
-    kernel_params : dict, default=None
-        Extra keyword arguments of the kernel.
-    n_columns : int, default=None
-        Fixed number of columns; None chooses it adaptively as above.
-    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, default="uniform"
-        How the columns are chosen (see :class:`DoFNystroem`).  The bounds
-        hold for any columns, but a point far from the others is seen by
-        uniform columns only once it is drawn, so on data with outliers
-        uniform columns can miss ``d_max`` (the maximum) while greedy pivots,
-        which go to the worst explained point first, find it, and the
-        residual- or leverage-driven samplers find it with high probability.
-    tol : float, default=0.1
-        Relative tolerance of the adaptive stopping rule.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the column sampling.
-    n_jobs : int, default=None
-        Worker threads of the passes over the rows (see
-        :class:`DoFNystroem`).
-
-    Returns
-    -------
-    dof : DegreesOfFreedom
-        Estimates, with guaranteed per-point ``lower`` and ``upper`` bounds and
-        the number of columns used, ``n_columns``.
-
-    See Also
-    --------
-    degrees_of_freedom : Exact values from the full matrix.
-
-    References
-    ----------
-    .. [1] F. Bach, "Sharp analysis of low-rank kernel matrix approximations",
-       COLT 2013.
-    .. [2] A. El Alaoui and M. W. Mahoney, "Fast randomized kernel ridge
-       regression with statistical guarantees", NeurIPS 2015.
-
-    Examples
-    --------
-    >>> from sklearn_dof import estimate_degrees_of_freedom
-    >>> from sklearn_dof.datasets import make_periodic_spline
-    >>> data = make_periodic_spline(1000, beta=2, random_state=0)
-    >>> dof = estimate_degrees_of_freedom(data.K, alpha=1e-2,
-    ...                                   kernel="precomputed", random_state=0)
-    >>> dof.n_columns < 1000
-    True
-    """
-    from sklearn.utils.validation import check_array
-
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32])
-    params = get_kernel_params(kernel, gamma, coef0, degree, kernel_params)
-    check_kernel_is_psd(kernel)
-    access = KernelColumns(X, kernel, params, n_jobs)
-    with _parallel.use_n_jobs(n_jobs):
-        estimate = _estimate_from_access(
-            access, alpha, n_columns, tol, random_state, sampling
-        )
-    return estimate[0]
-
-
-def _estimate_from_access(
-    access,
-    alpha,
-    n_columns,
-    tol,
-    random_state,
-    sampling="uniform",
-    certify_d_eff=True,
-    bounds=True,
-    rule="d_max",
-):
-    """Doubling loop of :func:`estimate_degrees_of_freedom`.
-
-    Returns the estimate and the grown factor, whose pivots a Nystroem fit
-    reuses as its landmarks (a prefix of them, or an extension).  The rounds
-    compute only what the stopping rule reads (the lower bounds, ``O(n r^2)``
-    each); the upper bounds, twice that again, only at the end and only
-    with ``bounds``.  ``rule`` names the degrees of freedom the rank will be
-    read from, whose convergence stops the doubling.
-    """
-    n = access.n_samples
-    chol = access.partial_cholesky()
-    grow = _column_rule(chol, sampling, n, random_state, alpha)
-    if not isinstance(sampling, str):  # given landmarks: all of them, once
-        n_columns = len(sampling)
-    schedule = [min(n_columns, n)] if n_columns is not None else doubling_schedule(n)
-    # Address space for the rounds to come, reserved once: the factor is
-    # column-major, so columns never written cost no memory, and no round
-    # copies the factor into a larger one (which would touch fresh memory).
-    itemsize = np.dtype(chol.diagonal.dtype).itemsize
-    # (At most n / 16 columns: a rank beyond that is no low rank, and the
-    # reservation must stay far from the n x n matrix.)
-    room = min(n // 16, _RESERVE_BYTES // (n * itemsize))
-    chol.reserve(min(n, max(schedule[0], room)))
-    previous = None
-    uniform = isinstance(sampling, str) and sampling == "uniform"
-    for p in schedule:
-        grow(p)
-        if rule == "d_eff" and n_columns is None and p != schedule[-1]:
-            # A round the rule does not stop at only serves as the next one's
-            # ``previous``, which needs d_eff alone: skip its O(n r^2) scores
-            # when d_eff has an O(r^3) form.  (The last round always returns
-            # its scores.)
-            d_eff = _unclipped_d_eff(chol, alpha)
-            if d_eff is not None and not _converged(
-                _DEff(d_eff), previous, chol, alpha, tol, certify_d_eff, rule
-            ):
-                previous = _DEff(d_eff)
-                continue
-        # d_ave (an eigendecomposition of the factor's Gram matrix) is not
-        # read by the stopping rule: it is computed once, at the end.
-        dof = _dof_from_factor(
-            chol, alpha, n, uniform=uniform, bounds=False, spectrum=False
-        )
-        if n_columns is not None or _converged(
-            dof, previous, chol, alpha, tol, certify_d_eff, rule
-        ):
-            break
-        previous = dof
-    if bounds:
-        dof = _dof_from_factor(chol, alpha, n, uniform=uniform)
-    else:
-        dof.d_ave = _averaged_dof(chol, alpha, n, uniform)
-    return dof, chol, grow
-
-
-# Address space reserved for the factor of the doubling estimate (see
-# _estimate_from_access); only the columns written take memory.
-_RESERVE_BYTES = 2**30
-
-
-class _DEff:
-    """A round of the doubling loop known by its ``d_eff`` alone."""
-
-    def __init__(self, d_eff):
-        self.d_eff = d_eff
-
-
 def _unclipped_d_eff(chol, alpha):
     """``sum_i`` of the score estimates of :func:`_dof_from_factor` in
     ``O(r^3)``, or None when it needs them row by row.
@@ -508,105 +315,6 @@ def _unclipped_d_eff(chol, alpha):
     ) / (2.0 * alpha)
 
 
-def doubling_schedule(n, start=32):
-    """Numbers of columns of the doubling rounds: 32, 64, ... up to ``n``."""
-    schedule = [min(start, n)]
-    while schedule[-1] < n:
-        schedule.append(min(2 * schedule[-1], n))
-    return schedule
-
-
-def _column_rule(chol, sampling, n, random_state, alpha=None):
-    """``grow(p)`` extends the factor to ``p`` pivots by the sampling rule.
-
-    ``sampling`` is a rule's name or an array of landmark indices, which
-    are then added in their order.  ``grow.order`` is the whole sequence of
-    pivots when it is fixed in advance (uniform or given landmarks: a
-    prefix of it needs no factor), None when each pivot depends on the
-    residual of the previous ones.
-    """
-    order = None
-    if not isinstance(sampling, str):
-        order = np.asarray(sampling, dtype=np.intp)
-
-        def grow(p):
-            chol.add(order[len(chol.pivots) : p])
-
-    elif sampling == "pivoted":
-
-        def grow(p):
-            chol.add_greedy(p - len(chol.pivots))
-
-    elif sampling == "rpcholesky":
-        rng = check_random_state(random_state)
-
-        def grow(p):
-            chol.add_random(p - len(chol.pivots), rng)
-
-    elif sampling == "leverage":
-        rng = check_random_state(random_state)
-
-        def grow(p):
-            _add_leverage_samples(chol, p, alpha, rng)
-
-    else:
-        order = check_random_state(random_state).permutation(n)
-
-        def grow(p):
-            chol.add(order[len(chol.pivots) : p])
-
-    def reserving_grow(p):
-        # One allocation of the factor per call, not one per doubling of
-        # its capacity: fresh memory is slow to touch on some machines.
-        chol.reserve(min(p, n))
-        grow(p)
-
-    reserving_grow.order = order
-    return reserving_grow
-
-
-def _add_leverage_samples(chol, p, alpha, rng):
-    """Grow ``chol`` to ``p`` pivots by approximate ridge-leverage sampling.
-
-    Multi-level, in the spirit of recursive RLS (Musco & Musco 2017) and
-    BLESS (Rudi et al. 2018): the first 32 pivots are uniform; then each
-    round adds a quarter more pivots (at least 32), drawn without
-    replacement with probabilities proportional to approximate ridge
-    leverage scores computed from the factor so far
-    (:func:`_sampling_scores`), so that regions the factor already explains
-    are sampled less, round after round.  Each round costs ``O(n r^2)``, a
-    constant times one round at the final rank in all.
-
-    The Nystroem approximation ``K_{:S} (K_{SS})^+ K_{S:}`` does not change
-    when the sampled columns are rescaled, so the importance weights
-    ``1 / sqrt(p q_i)`` of the sampling theory need no place in the feature
-    map; the d.o.f. estimate uses the factor's own spectrum (a lower bound
-    of ``K``'s), not a rescaled sample.
-    """
-    n = chol.residual.shape[0]
-    p = min(p, n)
-    while len(chol.pivots) < p:
-        have = len(chol.pivots)
-        k = min(p - have, max(32, have // 4))
-        if chol.rank == 0:
-            candidates = np.setdiff1d(np.arange(n), chol.pivots)
-            block = rng.choice(candidates, size=min(k, candidates.size), replace=False)
-        else:
-            weights = _sampling_scores(chol, alpha)
-            weights[chol.pivots] = 0.0
-            positive = np.flatnonzero(weights > 0)
-            if positive.size == 0:
-                break  # every point explained: no more rank
-            k = min(k, positive.size)
-            block = rng.choice(
-                positive,
-                size=k,
-                replace=False,
-                p=weights[positive] / weights[positive].sum(),
-            )
-        chol.add(block)
-
-
 def _sampling_scores(chol, alpha):
     """``min(1, [L (L + alpha I)^-1]_ii + (K - L)_ii / alpha)``.
 
@@ -619,29 +327,6 @@ def _sampling_scores(chol, alpha):
     """
     lower = _lower_bounds(chol, alpha)
     return np.minimum(lower + chol.residual / alpha, 1.0)
-
-
-def _converged(dof, previous, chol, alpha, tol, certify_d_eff, rule="d_max"):
-    """Stopping rule of the doubling loop.
-
-    ``d_max`` moved by at most ``tol`` (relative) when the number of columns
-    doubled and, with ``certify_d_eff``, the guaranteed bracket
-    ``[sum(lower), sum(lower) + tr(K - L) / alpha]`` of ``d_eff`` is narrow
-    enough for its middle to be within ``tol``.  (Whether ``d_eff`` moved is
-    no test: on slowly decaying spectra the middle of the bracket stays flat
-    for several doublings while it is still 20% off.)
-    """
-    # Below 2 d_eff columns the factor cannot yet hold the directions that
-    # carry the leverage, and a flat estimate only means both rounds missed.
-    if previous is None or len(chol.pivots) < 2 * dof.d_eff:
-        return False
-    if rule == "d_eff":
-        # The samplers whose rank follows d_eff: d_eff must have settled.
-        moved = abs(dof.d_eff - previous.d_eff) / max(previous.d_eff, 1e-12)
-        return moved <= tol
-    moved = abs(dof.d_max - previous.d_max) / max(previous.d_max, 1e-12)
-    certified = chol.residual.sum() / alpha <= 2 * tol * dof.d_eff
-    return moved <= tol and (certified or not certify_d_eff)
 
 
 def _dof_from_factor(chol, alpha, n, uniform=True, bounds=True, spectrum=True):

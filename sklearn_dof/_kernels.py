@@ -6,35 +6,23 @@ the data and the kernel specification and serves exactly those two things,
 so that no caller can accidentally form the full matrix.
 """
 
-from numbers import Integral, Real
-
 import numpy as np
 from scipy import sparse
 from sklearn.metrics.pairwise import (
     KERNEL_PARAMS,
-    PAIRWISE_KERNEL_FUNCTIONS,
     pairwise_kernels,
 )
 from sklearn.preprocessing import normalize
-from sklearn.utils._param_validation import Interval, StrOptions
 
 from . import _parallel
-from ._validation import check_kernel_params, check_kernel_values, checked_kernel
+from ._validation import (
+    check_kernel_params,
+    check_kernel_values,
+    checked_kernel,
+)
 
 # Kernels whose diagonal is identically one: k(x, x) = exp(-gamma * 0).
 _UNIT_DIAGONAL = {"rbf", "laplacian"}
-
-KERNEL_CONSTRAINTS = {
-    "kernel": [
-        StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS) | {"precomputed"}),
-        callable,
-    ],
-    "gamma": [Interval(Real, 0, None, closed="left"), None],
-    "coef0": [Interval(Real, None, None, closed="neither"), None],
-    "degree": [Interval(Real, 1, None, closed="left"), None],
-    "kernel_params": [dict, None],
-    "n_jobs": [Integral, None],
-}
 
 
 def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params=None):
@@ -247,12 +235,6 @@ class KernelColumns:
     def rows(self, indices):
         """The training rows ``X[indices]`` (landmark points)."""
         return self.X[indices]
-
-    def partial_cholesky(self):
-        """An empty :class:`PartialCholesky` of this kernel matrix."""
-        from ._sampling import PartialCholesky
-
-        return PartialCholesky(self.columns, self.diagonal())
 
     def landmark_gram(self, indices):
         """The p x p block K(X[indices], X[indices])."""

@@ -14,9 +14,9 @@ from sklearn.utils.validation import (
 )
 
 from . import _dask, _parallel
-from ._kernels import KERNEL_CONSTRAINTS
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
 from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
+from ._validation import KERNEL_CONSTRAINTS
 
 
 class DoFKernelLogisticRegression(

@@ -2,6 +2,7 @@
 
 import warnings
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -12,29 +13,21 @@ from sklearn.base import (
     TransformerMixin,
     _fit_context,
 )
-from sklearn.metrics.pairwise import pairwise_kernels
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _dask, _linalg, _parallel
 from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product, mirror_lower
-from ._dof import (
-    _column_rule,
-    _estimate_from_access,
-    _landmark_dof,
-    _uniform_landmark_dof,
-    doubling_schedule,
-)
+from ._dof import _landmark_dof, _uniform_landmark_dof
 from ._kernels import (
-    KERNEL_CONSTRAINTS,
     KernelColumns,
     get_kernel_params,
     kernel_block,
 )
-from ._rank import AUTO_RANK_BASIS, auto_rank
-from ._sampling import uniform_columns
+from ._landmarks import select_landmarks
+from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
+    KERNEL_CONSTRAINTS,
     check_landmark_gram,
     check_penalty_resolution,
 )
@@ -55,6 +48,17 @@ def _landmark_factor(chol, landmarks):
     if not np.array_equal(np.asarray(chol.pivots[:p]), landmarks):
         return None
     return chol
+
+
+class _LandmarkFactors(NamedTuple):
+    """What a kernel-basis fit needs from ``DoFNystroem._fit``, for that
+    one fit: the Cholesky factor ``R`` of the (shifted) landmark block, the
+    block it factors, and the rows' partial Cholesky factor when its pivots
+    begin with the landmarks (else None)."""
+
+    cholesky: np.ndarray
+    gram: np.ndarray
+    rows: object
 
 
 class _LandmarkFactor:
@@ -287,17 +291,13 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             Interval(Integral, 1, None, closed="left"),
         ],
         "sampling": [
-            StrOptions({"uniform", "pivoted", "leverage", "rpcholesky"}),
+            SAMPLING_OPTIONS,
             "array-like",
             HasMethods(["select"]),
         ],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
     }
-
-    # Set by _NystroemFeaturesMixin for the estimators that fit in the
-    # kernel basis: only a Cholesky factor of K(I, I) is computed at fit.
-    _defer_normalization = False
 
     def __init__(
         self,
@@ -349,96 +349,60 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self : object
             Fitted transformer.
         """
-        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
-        X = validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
-        self._fit(X)
+        self._fit(self._validate_fit_data(X))
         return self
 
-    def _fit(self, X):
+    def _validate_fit_data(self, X):
+        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
+        return validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
+
+    def _fit_landmark_factors(self, X):
+        """``fit`` for an estimator that fits in the kernel basis; returns
+        the landmark factors of that fit (see ``_fit``)."""
+        self._validate_params()
+        return self._fit(self._validate_fit_data(X), kernel_basis=True)
+
+    def _fit(self, X, kernel_basis=False):
+        """Fit on validated ``X``; the landmark factors of a kernel-basis fit.
+
+        ``kernel_basis``: for the estimators that fit in the kernel basis
+        (:class:`~sklearn_dof._linalg.LandmarkBasis`), which need a Cholesky
+        factor of ``K(I, I)``, not the eigendecomposition behind
+        ``normalization_`` (about ``9 p^3`` flops): that then waits for the
+        first read of ``normalization_``.  Returns the factors for that one
+        fit (:class:`_LandmarkFactors`), or None when the block was
+        eigendecomposed; the fitted transformer keeps no ``p x p`` (or
+        ``n x r``) matrix it never transforms with.
+        """
         columns = _dask.DaskKernelColumns if _dask.is_dask_array(X) else KernelColumns
         access = columns(X, self.kernel, self._kernel_params(), self.n_jobs)
         n_samples = X.shape[0]
-        sampling = self._check_sampling(n_samples)
-        selector = hasattr(sampling, "select")
-        chol = None  # a partial Cholesky factor grown on the way, if any
-
-        if self.n_components == "auto":
-            # The estimate grows the columns of the rule itself (uniform ones
-            # for a selector, whose picks need not be nested), and stops on
-            # the degrees of freedom the rank is read from.
-            rule = "uniform" if selector else sampling
-            basis = AUTO_RANK_BASIS[rule] if isinstance(rule, str) else None
-            dof, chol, grow = _estimate_from_access(
-                access,
-                self.alpha,
-                None,
-                self.tol,
-                self.random_state,
-                rule,
-                certify_d_eff=False,
-                bounds=False,
-                rule=basis,
+        rule = resolve_sampling(self.sampling, n_samples, self.n_components)
+        n_components = self.n_components
+        if n_components != "auto" and n_components > n_samples:
+            warnings.warn(
+                f"n_components={n_components} > n_samples={n_samples}: "
+                "n_components was set to n_samples, the exact kernel.",
+                UserWarning,
+                stacklevel=4,  # past fit and its _fit_context wrapper
             )
-            estimate = (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
-            if basis is None:  # given landmarks: all of them
-                n_components = len(chol.pivots)
-            else:
-                n_components = auto_rank(dof.d_max, rule, n_samples, d_eff=dof.d_eff)
-            if selector:
-                landmarks = self._select(sampling, X, n_components)
-            elif grow.order is not None:
-                # A sequence fixed in advance: the landmarks are its first
-                # n_components entries, with or without the estimate's factor.
-                landmarks = grow.order[:n_components].copy()
-            else:
-                # The landmarks are the first pivots of the factor the
-                # estimate grew (every rule's pivots are a prefix of one
-                # sequence), so nothing is recomputed.
-                if len(chol.pivots) < n_components:
-                    grow(n_components)
-                landmarks = np.asarray(chol.pivots[:n_components], dtype=np.intp)
-        else:
-            n_components = self.n_components
-            if n_components > n_samples:
-                warnings.warn(
-                    f"n_components={n_components} > n_samples={n_samples}: "
-                    "n_components was set to n_samples, the exact kernel.",
-                    UserWarning,
-                    stacklevel=4,  # past fit and its _fit_context wrapper
-                )
-                n_components = n_samples
-            estimate = None
-            if selector:
-                landmarks = self._select(sampling, X, n_components)
-            else:
-                landmarks, chol = self._fixed_rank_landmarks(
-                    access, n_components, sampling
-                )
-
-        if landmarks.shape[0] == 0:
-            # A kernel that vanishes on the data leaves the residual-driven
-            # rules nothing to pivot on; one landmark gives the (zero)
-            # features the estimators then fit as an intercept.
-            landmarks = uniform_columns(n_samples, 1, self.random_state)
-        points = landmarks.ndim == 2  # a selector returned points, not rows
-        if points:
-            gram = np.asarray(
-                pairwise_kernels(
-                    landmarks,
-                    metric=self.kernel,
-                    filter_params=True,
-                    **self._kernel_params(),
-                ),
-                dtype=access.dtype,
-            )
-        else:
-            gram = access.landmark_gram(landmarks)
+            n_components = n_samples
+        selection = select_landmarks(
+            access,
+            X,
+            rule,
+            n_components,
+            self.alpha,
+            self.tol,
+            self.random_state,
+            self.kernel,
+        )
+        landmarks, gram, chol = selection.landmarks, selection.gram, selection.factor
+        points = selection.points
         n_components = landmarks.shape[0]  # a rule may exhaust the rank
-        # A caller that works in the kernel basis needs only a factor of
-        # K(I, I); its eigendecomposition then waits for normalization_.
         cholesky = None
         factored = gram  # the block the Cholesky factor is of
-        if self._defer_normalization and self.kernel != "precomputed":
+        if kernel_basis and self.kernel != "precomputed":
             cholesky = _linalg.landmark_cholesky(gram)
             if cholesky is None:
                 shifted = _linalg.shifted_landmark_cholesky(
@@ -465,117 +429,29 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             self.components_ = access.rows(landmarks)
         self.component_indices_ = None if points else landmarks
         self._normalization = normalization
-        # The factor and K(I, I) itself, for the one fit that asked for them,
-        # and the partial Cholesky factor of the rows when there is one (see
-        # _LandmarkFactor; not with the pseudo-inverse basis, whose map
-        # amplifies that factor's rounding beyond what the refinement
-        # recovers from, measured on an ill-conditioned K(I, I)).
-        self._landmark_cholesky = None if cholesky is None else (cholesky, factored)
-        self._rows_factor = None
-        if cholesky is not None and not points:
-            self._rows_factor = _landmark_factor(chol, landmarks)
         self.n_components_ = n_components
         self._n_features_out = n_components
-        self._n_training_rows = n_samples
+        estimate = selection.estimate
         if points:
             estimate = self._points_dof(access, X, estimate)
-        elif estimate is None and (cholesky is None or chol is not None):
+        elif estimate is None:
             estimate = self._fixed_rank_dof(
                 eigvals, eigvecs, chol, landmarks, n_samples, gram
             )
-        # Else uniform landmarks at a fixed rank in the kernel basis: like
-        # normalization_, their O(p^3) estimate (as costly as the fit's own
-        # factorisations) waits for the first read of dof_ and its siblings.
-        # (The other rules' estimate needs the rows' factor, which the fitted
-        # model does not keep, and shares its Gram matrix with the fit.)
-        self._dof = estimate
-
-    def _check_sampling(self, n_samples):
-        """The sampling rule's name, a selector, or validated landmark rows."""
-        sampling = self.sampling
-        if isinstance(sampling, str) or hasattr(sampling, "select"):
-            return sampling
-        indices = np.asarray(sampling)
-        if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":
-            raise ValueError(
-                "sampling given as landmarks must be a non-empty 1d array of "
-                f"integer row indices; got an array of shape {indices.shape} "
-                f"and dtype {indices.dtype}."
-            )
-        if indices.min() < 0 or indices.max() >= n_samples:
-            raise ValueError(
-                f"sampling holds row indices out of range [0, {n_samples}): "
-                f"min {indices.min()}, max {indices.max()}."
-            )
-        if np.unique(indices).size != indices.size:
-            raise ValueError("sampling holds duplicated row indices.")
-        if self.n_components != "auto" and self.n_components > indices.size:
-            raise ValueError(
-                f"n_components={self.n_components} but sampling gives only "
-                f"{indices.size} landmarks."
-            )
-        return indices.astype(np.intp)
-
-    def _select(self, selector, X, n_components):
-        """Landmarks from ``selector.select``: row indices or points."""
-        result = np.asarray(
-            selector.select(X, n_components, check_random_state(self.random_state))
-        )
-        n_samples = X.shape[0]
-        if result.ndim == 1 and result.dtype.kind in "iu":
-            if (
-                result.size == 0
-                or result.min() < 0
-                or result.max() >= n_samples
-                or np.unique(result).size != result.size
-            ):
-                raise ValueError(
-                    f"{type(selector).__name__}.select must return distinct row "
-                    f"indices in [0, {n_samples}); got {result.size} indices."
-                )
-            return result.astype(np.intp)
-        if (
-            result.ndim == 2
-            and result.shape[0] > 0
-            and result.shape[1] == X.shape[1]
-            and result.dtype.kind == "f"
-            and self.kernel != "precomputed"
-        ):
-            if not np.all(np.isfinite(result)):
-                raise ValueError(
-                    f"{type(selector).__name__}.select returned non-finite points."
-                )
-            return result
-        raise ValueError(
-            f"{type(selector).__name__}.select must return a 1d array of row "
-            "indices, or (not with a precomputed kernel) a 2d float array of "
-            f"points with {X.shape[1]} features; got shape {result.shape}, "
-            f"dtype {result.dtype}."
-        )
-
-    def _fixed_rank_landmarks(self, access, n_components, sampling):
-        """Landmarks for an int rank: ``(indices, PartialCholesky or None)``.
-
-        Uniform landmarks cost nothing.  The other rules need the residual
-        diagonal or the leverage bounds, hence the ``n x p`` factor, which
-        the d.o.f. estimate and the kernel-basis fit then reuse; given
-        landmarks get the factor too, since they are no uniform sample.
-        """
-        n_samples = access.n_samples
-        if isinstance(sampling, str) and sampling == "uniform":
-            return uniform_columns(n_samples, n_components, self.random_state), None
-        chol = access.partial_cholesky()
-        grow = _column_rule(chol, sampling, n_samples, self.random_state, self.alpha)
-        if isinstance(sampling, str) and sampling == "leverage":
-            # The same doubling schedule as "auto", so that fixed ranks are
-            # prefixes of the sequence the automatic rank draws.
-            for p in doubling_schedule(n_samples):
-                if p >= n_components:
-                    break
-                grow(p)
-        grow(n_components)
-        pivots = np.asarray(chol.pivots[:n_components], dtype=np.intp)
-        return pivots, chol
+        (
+            self.dof_,
+            self.effective_dof_,
+            self.averaged_dof_,
+            self.dof_columns_,
+        ) = estimate
+        if cholesky is None:
+            return None
+        # The partial Cholesky factor of the rows when there is one (see
+        # _LandmarkFactor; not with the pseudo-inverse basis, whose map
+        # amplifies that factor's rounding beyond what the refinement
+        # recovers from, measured on an ill-conditioned K(I, I)).
+        rows_factor = None if points else _landmark_factor(chol, landmarks)
+        return _LandmarkFactors(cholesky, factored, rows_factor)
 
     def _fixed_rank_dof(self, eigvals, eigvecs, chol, indices, n_samples, gram):
         """Degrees of freedom at a given rank from the landmark rows, O(p^3).
@@ -637,62 +513,65 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         return d_max, float(scores.sum()), float((shrink**2).sum()), G.shape[1]
 
     def _training_features(
-        self, X, working_memory=None, cache=False, basis="triangular", cholesky=None
+        self,
+        X,
+        working_memory=None,
+        cache=False,
+        kernel_basis=False,
+        factors=None,
+        cholesky=None,
     ):
         """The features of ``X`` as :class:`FeatureBlocks`.
 
-        ``basis="triangular"``: the blocks are ``K(x, I) T`` of
-        :class:`_TriangularFeatures`, and ``blocks.rotation`` is ``Q``.
-        ``basis="kernel"``: the blocks are the kernel blocks ``K(x, I)``
-        themselves and ``blocks.basis`` the :class:`_linalg.LandmarkBasis` ``N`` of
-        the features ``K(x, I) N``: ``R^{-1}`` when the fit kept a Cholesky
-        factor ``R`` of ``K(I, I)``, else ``normalization_.T``; for callers
-        that apply it to ``p x p`` sums instead of to every row (see
-        ``_ridge._LinearProblem``).  ``blocks.rotation`` is None (the identity).
-        ``cache`` for callers that make several passes.  ``cholesky``: a
-        Cholesky factor ``R`` of the (shifted) landmark block; the triangular
-        basis is then ``R^{-1}`` itself (no eigendecomposition, the
-        coefficients are in the Cholesky basis: ``blocks.cholesky`` is ``R``
-        and ``blocks.rotation`` None).
+        By default the blocks are ``K(x, I) T`` of :class:`_TriangularFeatures`
+        with ``normalization_.T = T Q`` and ``blocks.rotation = Q``.
+
+        ``kernel_basis``: the blocks are the kernel blocks ``K(x, I)``
+        themselves and ``blocks.basis`` the
+        :class:`~sklearn_dof._linalg.LandmarkBasis` ``N`` of the features
+        ``K(x, I) N``, for callers that apply it to ``p x p`` sums instead of
+        to every row (see ``_ridge._LinearProblem``): ``R^{-1}`` with the
+        :class:`_LandmarkFactors` ``factors`` that ``_fit`` returned (and
+        ``blocks.factor`` the rows' partial Cholesky factor when it holds
+        the landmarks), else ``normalization_.T``.
+
+        ``cholesky``: a Cholesky factor ``R`` of the (shifted) landmark
+        block; the triangular basis is then ``R^{-1}`` itself (no
+        eigendecomposition, the coefficients are in the Cholesky basis:
+        ``blocks.cholesky`` is ``R``).
+
+        ``cache`` for callers that make several passes.
         """
         landmarks = self._landmarks()
-        landmark_factor = None
-        if basis == "triangular" and cholesky is not None:
+        extras = {}
+        if kernel_basis and factors is None:
+            T = None
+            normalization = self.normalization_.T.astype(np.float64)
+            extras["basis"] = _linalg.LandmarkBasis(matrix=normalization)
+        elif kernel_basis:
+            T = None
+            extras["basis"] = _linalg.LandmarkBasis(
+                cholesky=factors.cholesky, gram=factors.gram
+            )
+            if factors.rows is not None:
+                extras["factor"] = _LandmarkFactor(
+                    factors.rows, self.component_indices_
+                )
+        elif cholesky is not None:
             T, info = lapack.dtrtri(cholesky, lower=0)
             if info != 0:  # pragma: no cover - R has a positive diagonal
                 raise linalg.LinAlgError(f"dtrtri failed with info={info}.")
-            Q = landmark_basis = None
-        elif basis == "triangular":
-            T, Q = linalg.rq(self.normalization_.T.astype(np.float64))
-            landmark_basis = None
+            extras["cholesky"] = cholesky
         else:
-            T, Q = None, None
-            # The factors are used once, by the fit that asked for them: the
-            # fitted model carries no p x p (or n x r) matrix it never
-            # predicts with.
-            factors, chol = self._landmark_cholesky, self._rows_factor
-            self._landmark_cholesky = self._rows_factor = None
-            if factors is None:
-                normalization = self.normalization_.T.astype(np.float64)
-                landmark_basis = _linalg.LandmarkBasis(matrix=normalization)
-            else:
-                cholesky, gram = factors
-                landmark_basis = _linalg.LandmarkBasis(cholesky=cholesky, gram=gram)
-            if chol is not None:
-                landmark_factor = _LandmarkFactor(chol, self.component_indices_)
+            T, extras["rotation"] = linalg.rq(self.normalization_.T.astype(np.float64))
         feature_map = _TriangularFeatures(
             landmarks, self.kernel, self._kernel_params(), T, self.n_jobs
         )
         dtype = X.dtype if X.dtype == np.float32 else np.float64
         dask = _dask.is_dask_array(X)  # the same blocks, one task per row chunk
-        blocks = (_dask.DaskFeatureBlocks if dask else FeatureBlocks)(
-            X, feature_map, self.n_components_, dtype, working_memory, cache
+        return (_dask.DaskFeatureBlocks if dask else FeatureBlocks)(
+            X, feature_map, self.n_components_, dtype, working_memory, cache, **extras
         )
-        blocks.rotation = Q
-        blocks.basis = landmark_basis
-        blocks.cholesky = cholesky if basis == "triangular" else None
-        blocks.factor = landmark_factor  # see _LandmarkFactor
-        return blocks
 
     @_dask.chunkwise
     @_parallel.with_n_jobs
@@ -729,26 +608,6 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 gram.dtype, copy=False
             )
         return self._normalization
-
-    # Documented in the class Attributes: (d_max, d_eff, d_ave, columns).
-    dof_ = property(lambda self: self._dof_estimate()[0])
-    effective_dof_ = property(lambda self: self._dof_estimate()[1])
-    averaged_dof_ = property(lambda self: self._dof_estimate()[2])
-    dof_columns_ = property(lambda self: self._dof_estimate()[3])
-
-    def _dof_estimate(self):
-        check_is_fitted(self, "n_components_")
-        if self._dof is None:
-            # Deferred at fit only for uniform landmarks at a fixed rank.
-            self._dof = self._fixed_rank_dof(
-                None,
-                None,
-                None,
-                np.arange(self.n_components_),
-                self._n_training_rows,
-                self._landmark_gram(),
-            )
-        return self._dof
 
     def _landmark_gram(self):
         """``K(I, I)`` recomputed from the stored landmarks, as at fit."""
@@ -797,13 +656,15 @@ class _NystroemFeaturesMixin:
     ``sampling``, ``random_state`` and ``n_jobs`` of :class:`DoFNystroem`.
     """
 
-    def _fit_nystroem(self, X, alpha, dof_tol=0.1, cache=False, basis="triangular"):
+    def _fit_nystroem(self, X, alpha, dof_tol=0.1, cache=False, kernel_basis=False):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
-        Returns a :class:`FeatureBlocks` in the triangular basis (or the
-        kernel basis, see ``DoFNystroem._training_features``); coefficients
-        found on it are mapped to ``nystroem_.transform``'s basis by
-        ``blocks.rotation.T``.
+        Returns a :class:`FeatureBlocks` in the triangular basis, whose
+        coefficients ``blocks.rotation.T`` maps to ``nystroem_.transform``'s
+        basis, or with ``kernel_basis`` the kernel blocks (see
+        ``DoFNystroem._training_features``), for which ``nystroem_`` computes
+        a Cholesky factor of ``K(I, I)`` instead of the eigendecomposition
+        behind ``normalization_`` (about ``9 p^3`` flops).
         """
         self.nystroem_ = DoFNystroem(
             kernel=self.kernel,
@@ -818,18 +679,14 @@ class _NystroemFeaturesMixin:
             random_state=self.random_state,
             n_jobs=self.n_jobs,
         )
-        # The kernel basis needs a Cholesky factor of K(I, I), not the
-        # eigendecomposition behind normalization_ (about 9 p^3 flops).
-        self.nystroem_._defer_normalization = basis == "kernel"
-        self.nystroem_.fit(X)
+        if kernel_basis:
+            factors = self.nystroem_._fit_landmark_factors(X)
+        else:
+            factors = None
+            self.nystroem_.fit(X)
         self.n_components_ = self.nystroem_.n_components_
-        return self.nystroem_._training_features(X, cache=cache, basis=basis)
-
-    # Documented in each estimator's Attributes: the transformer's, read
-    # through (it may compute them on first use).
-    dof_ = property(lambda self: self._fitted_nystroem().dof_)
-    effective_dof_ = property(lambda self: self._fitted_nystroem().effective_dof_)
-
-    def _fitted_nystroem(self):
-        check_is_fitted(self, "nystroem_")
-        return self.nystroem_
+        self.dof_ = self.nystroem_.dof_
+        self.effective_dof_ = self.nystroem_.effective_dof_
+        return self.nystroem_._training_features(
+            X, cache=cache, kernel_basis=kernel_basis, factors=factors
+        )

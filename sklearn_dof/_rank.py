@@ -19,40 +19,21 @@ import math
 import warnings
 from numbers import Integral, Real
 
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import Interval, validate_params
 
-# p = ceil(factor * d_max), calibrated on the paper's periodic spline problems
-# (beta in {1, 2, 4}, delta in {2, 8}, n in {500, 1000, 2000}, 20 seeds) as the
-# smallest factors keeping the seed-averaged in-sample error within 1% of
-# exact kernel ridge, plus a margin (benchmarks/calibrate_auto_rank.py).
-# Greedy pivots need fewer columns than uniform ones: they never pick a
-# landmark that the others already explain.
-AUTO_RANK_FACTOR = {"uniform": 2.75, "pivoted": 1.5, "leverage": 5.0, "rpcholesky": 3.0}
+from ._samplers import SAMPLING_OPTIONS, SAMPLING_RULES
 
-# The d_eff factors: benchmarks/bench_samplers.py (the six periodic spline
-# problems, n = 1000, 4 seeds; clustered data; abalone, pumadyn), where the
-# rank needed for 1% of exact is at most 3.05 d_eff (leverage) and 2.74 d_eff
-# (rpcholesky), and the automatic ranks stay within 1.1% (leverage, at c = 4)
-# and 0.4% (rpcholesky) of exact on seed average; on make_clustered, 1 seed in
-# 8 of leverage sampling at c = 4 missed an outlier (error ratio 1.19), hence
-# c = 5 for it.
-# Uniform and greedy columns need a rank of the order of d_max (Bach 2013);
-# leverage-score sampling and randomly pivoted Cholesky adapt to where the
-# leverage is and need the order of d_eff (Alaoui & Mahoney 2015, Musco &
-# Musco 2017, Chen et al. 2022), which is much smaller than d_max on data
-# with isolated points.
-AUTO_RANK_BASIS = {
-    "uniform": "d_max",
-    "pivoted": "d_max",
-    "leverage": "d_eff",
-    "rpcholesky": "d_eff",
-}
+# The constants p = ceil(c * d) are the rules' (rank_factor and
+# rank_statistic of sklearn_dof._samplers): calibrated on the paper's
+# periodic spline problems (benchmarks/calibrate_auto_rank.py) and on real
+# and clustered data (benchmarks/bench_samplers.py); the figures are in
+# doc/automatic_rank.rst.
 
 
 @validate_params(
     {
         "d_max": [Interval(Real, 0, None, closed="left")],
-        "sampling": [StrOptions(set(AUTO_RANK_FACTOR))],
+        "sampling": [SAMPLING_OPTIONS],
         "n_samples": [Interval(Integral, 1, None, closed="left"), None],
         "d_eff": [Interval(Real, 0, None, closed="left"), None],
     },
@@ -100,7 +81,8 @@ def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
     >>> auto_rank(40.0, "rpcholesky", d_eff=5.0)
     15
     """
-    if AUTO_RANK_BASIS[sampling] == "d_eff":
+    rule = SAMPLING_RULES[sampling]
+    if rule.rank_statistic == "d_eff":
         if d_eff is None:
             raise ValueError(
                 f"auto_rank(sampling={sampling!r}) reads d_eff: pass d_eff=..."
@@ -108,7 +90,7 @@ def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
         d = d_eff
     else:
         d = d_max
-    p = max(1, math.ceil(AUTO_RANK_FACTOR[sampling] * d))
+    p = max(1, math.ceil(rule.rank_factor * d))
     if n_samples is not None:
         p = min(p, n_samples)
     return int(p)

@@ -37,8 +37,8 @@ from sklearn.utils.validation import (
 
 from . import _dask, _parallel
 from ._blocks import normal_equations
-from ._kernels import KERNEL_CONSTRAINTS
 from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
+from ._validation import KERNEL_CONSTRAINTS
 
 # Parameters shared by both estimators and forwarded to DoFNystroem.
 _NYSTROEM_CONSTRAINTS = {
@@ -123,7 +123,7 @@ class _LinearProblem:
             sw = np.asarray(sample_weight, dtype=np.float64)
         self.features, self.y, self.sw = features, y, sw
         self.fit_intercept = fit_intercept
-        self.basis = getattr(features, "basis", None)
+        self.basis = features.basis
         self.refine_passes = 0
         if self.basis is None:
             self.gram, self.rhs, self.Phi_offset, self.y_offset = normal_equations(
@@ -133,7 +133,7 @@ class _LinearProblem:
         self.gram = None  # the sum is kernel_gram
         # The rows' partial Cholesky factor gives the kernel-basis sums in
         # O(p r^2), no pass over the data (_nystroem._LandmarkFactor).
-        factor = getattr(features, "factor", None)
+        factor = features.factor
         self._factor_sums = factor is not None and bool(np.all(sw == 1))
         if self._factor_sums:
             self._set_kernel_sums(*factor.normal_equations(y))
@@ -633,8 +633,10 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
-        basis = "triangular" if X.dtype == np.float32 else "kernel"
-        features = self._fit_nystroem(X, self.alpha, self.tol, basis=basis)
+        kernel_basis = X.dtype != np.float32
+        features = self._fit_nystroem(
+            X, self.alpha, self.tol, kernel_basis=kernel_basis
+        )
         problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
         self._n_refine_passes = problem.refine_passes

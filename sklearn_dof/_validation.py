@@ -9,14 +9,17 @@ point arithmetic.
 """
 
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import Kernel as _GPKernel
-from sklearn.metrics.pairwise import KERNEL_PARAMS
+from sklearn.metrics.pairwise import KERNEL_PARAMS, PAIRWISE_KERNEL_FUNCTIONS
 from sklearn.utils._param_validation import (
+    Interval,
     InvalidParameterError,
+    StrOptions,
     validate_parameter_constraints,
 )
 from sklearn.utils.validation import check_array
@@ -24,6 +27,20 @@ from sklearn.utils.validation import check_array
 # Kernels that are not positive semi-definite in general: sigmoid (tanh) for
 # most parameters, additive chi2 always (zero diagonal, negative elsewhere).
 NON_PSD_KERNELS = frozenset({"sigmoid", "additive_chi2"})
+
+# The parameter constraints of a kernel specification, as in
+# sklearn.kernel_approximation.Nystroem, and of n_jobs.
+KERNEL_CONSTRAINTS = {
+    "kernel": [
+        StrOptions(set(PAIRWISE_KERNEL_FUNCTIONS) | {"precomputed"}),
+        callable,
+    ],
+    "gamma": [Interval(Real, 0, None, closed="left"), None],
+    "coef0": [Interval(Real, None, None, closed="neither"), None],
+    "degree": [Interval(Real, 1, None, closed="left"), None],
+    "kernel_params": [dict, None],
+    "n_jobs": [Integral, None],
+}
 
 # Named kernel parameters also accepted inside ``kernel_params``.
 _NAMED_KERNEL_PARAMS = ("gamma", "coef0", "degree")
@@ -85,8 +102,6 @@ def check_kernel_params(kernel, kernel_params, named=None):
             f"{twice} given both as a parameter and in kernel_params; give "
             "each kernel parameter once."
         )
-    from ._kernels import KERNEL_CONSTRAINTS
-
     validate_parameter_constraints(
         {k: KERNEL_CONSTRAINTS[k] for k in _NAMED_KERNEL_PARAMS if k in kernel_params},
         {k: kernel_params[k] for k in _NAMED_KERNEL_PARAMS if k in kernel_params},

@@ -47,7 +47,7 @@ def _fitted_features(model, X):
     shifted landmark block solves the ridge problem with."""
     nystroem = model.nystroem_
     gram = nystroem._landmark_gram()
-    n_train = nystroem._n_training_rows
+    n_train = X.shape[0]  # the training rows
     penalty = model.alpha * nystroem.n_components_ / n_train
     R = _linalg.shifted_landmark_cholesky(gram, penalty)[0]
     K = rbf_kernel(X, nystroem.components_, gamma=nystroem.gamma)
@@ -583,12 +583,14 @@ def test_cholesky_basis_defers_normalization(wide_data):
     model = DoFKernelRidge(**params).fit(X, y)
     nystroem = model.nystroem_
     predictions = model.predict(X)
-    # Neither fit nor predict needs K(I, I)^{+1/2} or the d.o.f. estimate
-    # (each an O(p^3) computation), and the fitted model keeps no p x p
-    # matrix: its pickle holds the landmarks and p weights per target
-    # (400 x (4 + 2) floats), not the 400 x 400 map.
-    assert nystroem._normalization is None and nystroem._landmark_cholesky is None
-    assert nystroem._dof is None
+    # Neither fit nor predict needs K(I, I)^{+1/2} (about 9 p^3 flops), and
+    # the fitted model keeps no p x p matrix: its pickle holds the landmarks
+    # and p weights per target (400 x (4 + 2) floats), not the 400 x 400 map.
+    assert nystroem._normalization is None
+    assert not any(
+        isinstance(value, np.ndarray) and value.shape == (400, 400)
+        for value in vars(nystroem).values()
+    )
     assert len(pickle.dumps(model)) < 8 * 400 * 400 / 4
     served = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(served.predict(X), predictions)
@@ -603,9 +605,8 @@ def test_cholesky_basis_defers_normalization(wide_data):
     )
     ridge = Ridge(alpha=1.5, solver="svd").fit(Phi, y)
     np.testing.assert_allclose(served.coef_, ridge.coef_, rtol=1e-6, atol=1e-8)
-    # The rough fixed-rank d.o.f., on first read (also of a model pickled
-    # before any read), come from a Cholesky factor instead of the
-    # eigenvalues: the same numbers.
+    # The rough fixed-rank d.o.f. come from a Cholesky factor instead of
+    # the eigenvalues: the same numbers.
     assert served.dof_ == pytest.approx(reference.dof_, rel=1e-9)
     assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
     assert nystroem.averaged_dof_ == pytest.approx(reference.averaged_dof_, rel=1e-9)
@@ -666,12 +667,11 @@ def test_kernel_basis_sums_from_the_rows_factor(
 @pytest.mark.parametrize("sampling", ["uniform", "pivoted", "rpcholesky", "leverage"])
 def test_fixed_rank_dof_is_the_transformers(wide_data, sampling):
     # Inside the estimator the fixed-rank d.o.f. of every rule are those of
-    # the standalone transformer (uniform ones on first read, the others,
-    # which need the rows' factor, at fit).
+    # the standalone transformer (uniform ones from a Cholesky factor of
+    # K(I, I) instead of its eigenvalues).
     X, y, _ = wide_data
     params = dict(alpha=3.0, gamma=0.3, n_components=200, sampling=sampling)
     model = DoFKernelRidge(random_state=0, **params).fit(X, y)
-    assert (model.nystroem_._dof is None) == (sampling == "uniform")
     reference = DoFNystroem(random_state=0, **params).fit(X)
     assert model.dof_ == pytest.approx(reference.dof_, rel=1e-9)
     assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
@@ -689,7 +689,7 @@ def test_kernel_basis_falls_back_to_the_features(wide_data, monkeypatch):
     original = DoFNystroem._training_features
 
     def spy(self, X, *args, **kwargs):
-        calls.append(kwargs.get("basis", "triangular"))
+        calls.append("kernel" if kwargs.get("kernel_basis") else "triangular")
         return original(self, X, *args, **kwargs)
 
     monkeypatch.setattr(DoFNystroem, "_training_features", spy)

@@ -1,0 +1,239 @@
+"""The doubling estimate of the degrees of freedom, without the n x n matrix.
+
+Columns are added by a sampling rule (:mod:`~sklearn_dof._samplers`) in
+rounds of doubling size, and each round bounds the leverage scores of every
+point from the partial Cholesky factor (:mod:`~sklearn_dof._dof`) until the
+statistic the rule reads its rank from has converged.  The factor grown on
+the way is returned with the estimate: its pivots are the landmarks of an
+automatic rank.
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils.validation import check_array
+
+from . import _parallel
+from ._dof import _averaged_dof, _dof_from_factor, _unclipped_d_eff
+from ._kernels import KernelColumns, get_kernel_params
+from ._samplers import (
+    SAMPLING_OPTIONS,
+    SAMPLING_RULES,
+    doubling_schedule,
+    partial_cholesky_of,
+)
+from ._validation import KERNEL_CONSTRAINTS, check_kernel_is_psd
+
+
+@validate_params(
+    {
+        **KERNEL_CONSTRAINTS,
+        "X": ["array-like", "sparse matrix"],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "n_columns": [Interval(Integral, 1, None, closed="left"), None],
+        "sampling": [SAMPLING_OPTIONS],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=False,
+)
+def estimate_degrees_of_freedom(
+    X,
+    alpha,
+    *,
+    kernel="rbf",
+    gamma=None,
+    coef0=None,
+    degree=None,
+    kernel_params=None,
+    n_columns=None,
+    sampling="uniform",
+    tol=0.1,
+    random_state=None,
+    n_jobs=None,
+):
+    """Estimate leverage scores and degrees of freedom from sampled columns.
+
+    Never forms the ``n x n`` kernel matrix: columns ``I`` are drawn uniformly
+    and the Nystroem factor of ``K(:, I)`` gives, for every point, a lower
+    bound, an upper bound and an estimate of its leverage score (see
+    :func:`leverage_score_bounds`).  With ``n_columns=None`` the number of
+    columns ``p`` starts at 32 and doubles, reusing the columns already
+    evaluated, until the estimates of ``d_eff`` and ``d_max`` move by less
+    than ``tol`` (relative) between two doublings, or the ``d_eff`` bracket
+    itself is within ``tol``.  Each round costs ``O(n p^2)`` time and the
+    factor ``O(n p)`` memory, so the whole estimate costs a constant times one
+    round at the final ``p``, which is of the order of ``d_max``.
+
+    ``d_ave`` is estimated from the eigenvalues of the sampled block,
+    ``(n / p) eig K(I, I)``, the usual Nystroem estimate of the spectrum.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        Training data, or the ``n x n`` Gram matrix with ``kernel="precomputed"``.
+    alpha : float > 0
+        Penalty on scikit-learn's scale, ``alpha = n * lambda``.
+    kernel : str or callable, default="rbf"
+        As in :class:`sklearn.kernel_approximation.Nystroem`.
+    gamma, coef0, degree : float, default=None
+        Parameters of the built-in kernels.
+    kernel_params : dict, default=None
+        Extra keyword arguments of the kernel.
+    n_columns : int, default=None
+        Fixed number of columns; None chooses it adaptively as above.
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, default="uniform"
+        How the columns are chosen (see :class:`DoFNystroem`).  The bounds
+        hold for any columns, but a point far from the others is seen by
+        uniform columns only once it is drawn, so on data with outliers
+        uniform columns can miss ``d_max`` (the maximum) while greedy pivots,
+        which go to the worst explained point first, find it, and the
+        residual- or leverage-driven samplers find it with high probability.
+    tol : float, default=0.1
+        Relative tolerance of the adaptive stopping rule.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the column sampling.
+    n_jobs : int, default=None
+        Worker threads of the passes over the rows (see
+        :class:`DoFNystroem`).
+
+    Returns
+    -------
+    dof : DegreesOfFreedom
+        Estimates, with guaranteed per-point ``lower`` and ``upper`` bounds and
+        the number of columns used, ``n_columns``.
+
+    See Also
+    --------
+    degrees_of_freedom : Exact values from the full matrix.
+
+    References
+    ----------
+    .. [1] F. Bach, "Sharp analysis of low-rank kernel matrix approximations",
+       COLT 2013.
+    .. [2] A. El Alaoui and M. W. Mahoney, "Fast randomized kernel ridge
+       regression with statistical guarantees", NeurIPS 2015.
+
+    Examples
+    --------
+    >>> from sklearn_dof import estimate_degrees_of_freedom
+    >>> from sklearn_dof.datasets import make_periodic_spline
+    >>> data = make_periodic_spline(1000, beta=2, random_state=0)
+    >>> dof = estimate_degrees_of_freedom(data.K, alpha=1e-2,
+    ...                                   kernel="precomputed", random_state=0)
+    >>> dof.n_columns < 1000
+    True
+    """
+    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32])
+    params = get_kernel_params(kernel, gamma, coef0, degree, kernel_params)
+    check_kernel_is_psd(kernel)
+    access = KernelColumns(X, kernel, params, n_jobs)
+    with _parallel.use_n_jobs(n_jobs):
+        estimate = _estimate_from_access(
+            access, alpha, n_columns, tol, random_state, SAMPLING_RULES[sampling]
+        )
+    return estimate[0]
+
+
+def _estimate_from_access(
+    access,
+    alpha,
+    n_columns,
+    tol,
+    random_state,
+    rule,
+    certify_d_eff=True,
+    bounds=True,
+    statistic="d_max",
+):
+    """Doubling loop of :func:`estimate_degrees_of_freedom`.
+
+    ``rule`` (a :class:`~sklearn_dof._samplers.SamplingRule`) grows the
+    columns.  Returns the estimate, the grown factor, whose pivots a
+    Nystroem fit reuses as its landmarks (a prefix of them, or an
+    extension), and its :class:`~sklearn_dof._samplers.Growth`.  The rounds
+    compute only what the stopping rule reads (the lower bounds,
+    ``O(n r^2)`` each); the upper bounds, twice that again, only at the end
+    and only with ``bounds``.  ``statistic`` names the degrees of freedom
+    the rank will be read from, whose convergence stops the doubling.
+    """
+    n = access.n_samples
+    chol = partial_cholesky_of(access)
+    grow = rule.growth(chol, n, random_state, alpha)
+    if rule.rank_statistic is None:  # given landmarks: all of them, once
+        n_columns = len(grow.order)
+    schedule = [min(n_columns, n)] if n_columns is not None else doubling_schedule(n)
+    # Address space for the rounds to come, reserved once: the factor is
+    # column-major, so columns never written cost no memory, and no round
+    # copies the factor into a larger one (which would touch fresh memory).
+    itemsize = np.dtype(chol.diagonal.dtype).itemsize
+    # (At most n / 16 columns: a rank beyond that is no low rank, and the
+    # reservation must stay far from the n x n matrix.)
+    room = min(n // 16, _RESERVE_BYTES // (n * itemsize))
+    chol.reserve(min(n, max(schedule[0], room)))
+    previous = None
+    uniform = rule.uniform_sample
+    for p in schedule:
+        grow(p)
+        if statistic == "d_eff" and n_columns is None and p != schedule[-1]:
+            # A round the rule does not stop at only serves as the next one's
+            # ``previous``, which needs d_eff alone: skip its O(n r^2) scores
+            # when d_eff has an O(r^3) form.  (The last round always returns
+            # its scores.)
+            d_eff = _unclipped_d_eff(chol, alpha)
+            if d_eff is not None and not _converged(
+                _DEff(d_eff), previous, chol, alpha, tol, certify_d_eff, statistic
+            ):
+                previous = _DEff(d_eff)
+                continue
+        # d_ave (an eigendecomposition of the factor's Gram matrix) is not
+        # read by the stopping rule: it is computed once, at the end.
+        dof = _dof_from_factor(
+            chol, alpha, n, uniform=uniform, bounds=False, spectrum=False
+        )
+        if n_columns is not None or _converged(
+            dof, previous, chol, alpha, tol, certify_d_eff, statistic
+        ):
+            break
+        previous = dof
+    if bounds:
+        dof = _dof_from_factor(chol, alpha, n, uniform=uniform)
+    else:
+        dof.d_ave = _averaged_dof(chol, alpha, n, uniform)
+    return dof, chol, grow
+
+
+# Address space reserved for the factor of the doubling estimate (see
+# _estimate_from_access); only the columns written take memory.
+_RESERVE_BYTES = 2**30
+
+
+class _DEff:
+    """A round of the doubling loop known by its ``d_eff`` alone."""
+
+    def __init__(self, d_eff):
+        self.d_eff = d_eff
+
+
+def _converged(dof, previous, chol, alpha, tol, certify_d_eff, statistic="d_max"):
+    """Stopping rule of the doubling loop.
+
+    ``d_max`` moved by at most ``tol`` (relative) when the number of columns
+    doubled and, with ``certify_d_eff``, the guaranteed bracket
+    ``[sum(lower), sum(lower) + tr(K - L) / alpha]`` of ``d_eff`` is narrow
+    enough for its middle to be within ``tol``.  (Whether ``d_eff`` moved is
+    no test: on slowly decaying spectra the middle of the bracket stays flat
+    for several doublings while it is still 20% off.)
+    """
+    # Below 2 d_eff columns the factor cannot yet hold the directions that
+    # carry the leverage, and a flat estimate only means both rounds missed.
+    if previous is None or len(chol.pivots) < 2 * dof.d_eff:
+        return False
+    if statistic == "d_eff":
+        # The samplers whose rank follows d_eff: d_eff must have settled.
+        moved = abs(dof.d_eff - previous.d_eff) / max(previous.d_eff, 1e-12)
+        return moved <= tol
+    moved = abs(dof.d_max - previous.d_max) / max(previous.d_max, 1e-12)
+    certified = chol.residual.sum() / alpha <= 2 * tol * dof.d_eff
+    return moved <= tol and (certified or not certify_d_eff)
