@@ -113,8 +113,10 @@ def _api_sections():
 
     by_module = {
         "sklearn_dof._dof": 1,
+        "sklearn_dof._estimate": 1,
         "sklearn_dof._rank": 2,
         "sklearn_dof._sampling": 3,
+        "sklearn_dof._samplers": 3,
     }
     sections = [
         (
@@ -155,7 +157,9 @@ def _api_sections():
         if name.startswith("__"):  # __version__
             continue
         obj = getattr(sklearn_dof, name)
-        if inspect.isclass(obj) and issubclass(obj, BaseEstimator):
+        if name == "SAMPLING_RULES":  # an instance: no __module__ of its own
+            index = 3
+        elif inspect.isclass(obj) and issubclass(obj, BaseEstimator):
             index = 0
         elif inspect.isclass(obj) and issubclass(obj, Warning):
             index = 4

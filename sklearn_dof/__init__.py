@@ -6,11 +6,18 @@ from ._logistic import DoFKernelLogisticRegression
 from ._nystroem import DoFNystroem
 from ._rank import auto_rank, theoretical_rank
 from ._ridge import DoFKernelRidge, DoFKernelRidgeCV
-from ._sampling import pivoted_cholesky, randomly_pivoted_cholesky, uniform_columns
+from ._samplers import SAMPLING_RULES
+from ._sampling import (
+    partial_cholesky,
+    pivoted_cholesky,
+    randomly_pivoted_cholesky,
+    uniform_columns,
+)
 from ._validation import NonPSDKernelWarning, PenaltyResolutionWarning
 from ._version import __version__
 
 __all__ = [
+    "SAMPLING_RULES",
     "DegreesOfFreedom",
     "DoFKernelLogisticRegression",
     "DoFKernelRidge",
@@ -23,6 +30,7 @@ __all__ = [
     "degrees_of_freedom",
     "estimate_degrees_of_freedom",
     "leverage_score_bounds",
+    "partial_cholesky",
     "pivoted_cholesky",
     "randomly_pivoted_cholesky",
     "theoretical_rank",

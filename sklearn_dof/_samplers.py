@@ -20,7 +20,7 @@ fit.  A rule knows
 constraints of the estimators are derived from it.
 """
 
-from types import MappingProxyType
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -295,12 +295,43 @@ class Selector(SamplingRule):
         return f"Selector({type(self.selector).__name__})"
 
 
-#: The named sampling rules, by the string that selects them.
-SAMPLING_RULES = MappingProxyType(
-    {
-        rule.name: rule
-        for rule in (UniformRule(), PivotedRule(), LeverageRule(), RPCholeskyRule())
-    }
+class _Registry(Mapping):
+    """The named sampling rules of ``sampling="..."``, read-only.
+
+    Maps each name (``"uniform"``, ``"pivoted"``, ``"leverage"``,
+    ``"rpcholesky"``) to its rule, whose attributes state what the
+    automatic rank reads: ``rank_statistic`` (``"d_max"`` or ``"d_eff"``)
+    and ``rank_factor`` ``c`` of ``p = ceil(c * d)`` (see
+    :func:`~sklearn_dof.auto_rank`).
+
+    Examples
+    --------
+    >>> from sklearn_dof import SAMPLING_RULES
+    >>> rule = SAMPLING_RULES["rpcholesky"]
+    >>> rule.rank_statistic, rule.rank_factor
+    ('d_eff', 3.0)
+    >>> sorted(SAMPLING_RULES)
+    ['leverage', 'pivoted', 'rpcholesky', 'uniform']
+    """
+
+    def __init__(self, rules):
+        self._rules = {rule.name: rule for rule in rules}
+
+    def __getitem__(self, name):
+        return self._rules[name]
+
+    def __iter__(self):
+        return iter(self._rules)
+
+    def __len__(self):
+        return len(self._rules)
+
+    def __repr__(self):
+        return f"SAMPLING_RULES({', '.join(map(repr, self._rules))})"
+
+
+SAMPLING_RULES = _Registry(
+    (UniformRule(), PivotedRule(), LeverageRule(), RPCholeskyRule())
 )
 
 #: The constraint of every ``sampling`` parameter given as a string.

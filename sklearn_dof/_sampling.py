@@ -516,3 +516,79 @@ def pivoted_cholesky(K, n_components, *, rtol=DEFAULT_RTOL):
     chol = PartialCholesky(_matrix_columns(K), np.diag(K).copy(), rtol=rtol)
     chol.add_greedy(min(n_components, K.shape[0]))
     return np.asarray(chol.pivots, dtype=np.intp), chol.factor.copy()
+
+
+@validate_params(
+    {
+        "K": ["array-like"],
+        "pivots": ["array-like"],
+        "rtol": [Interval(Real, 0, None, closed="left")],
+    },
+    prefer_skip_nested_validation=True,
+)
+def partial_cholesky(K, pivots, *, rtol=DEFAULT_RTOL):
+    """Incomplete Cholesky decomposition with the pivots given in order.
+
+    Choosing landmarks ``P`` and forming the Nystroem approximation
+    ``K[:, P] K[P, P]^+ K[P, :]`` is Cholesky on ``K`` with the pivots ``P``,
+    stopped after them; this computes it for every prefix of ``pivots`` at
+    once, one pivot at a time.  A pivot whose residual diagonal is below
+    ``rtol * max(diag K)`` (a duplicated point, or a direction the previous
+    pivots already explain to rounding) adds no column.  With
+    ``pivots = uniform_columns(n, p, random_state=seed)`` these are the
+    landmarks of ``DoFNystroem(sampling="uniform", random_state=seed)``.
+
+    Parameters
+    ----------
+    K : array-like of shape (n, n)
+        A PSD kernel matrix.
+    pivots : array-like of int of shape (p,)
+        Distinct column indices, in the order they are added.
+    rtol : float, default=1e-12
+        Relative threshold of the residual diagonal under which a pivot adds
+        no rank.
+
+    Returns
+    -------
+    G : ndarray of shape (n, r)
+        Factor with ``G[:, :k] G[:, :k]^T = K[:, P_j] K[P_j, P_j]^+ K[P_j, :]``
+        for the prefix ``P_j = pivots[:j]`` and ``k = rank[j]``.
+    rank : ndarray of shape (p + 1,)
+        ``rank[j]``, the number of columns the first ``j`` pivots span.
+
+    See Also
+    --------
+    pivoted_cholesky : The pivots chosen greedily.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_dof import partial_cholesky
+    >>> X = np.random.RandomState(0).randn(50, 2)
+    >>> K = np.exp(-((X[:, None] - X[None]) ** 2).sum(-1))
+    >>> G, rank = partial_cholesky(K, [3, 7, 11])
+    >>> G.shape, rank.tolist()
+    ((50, 3), [0, 1, 2, 3])
+    >>> bool(np.allclose(G @ G.T[:, [3, 7, 11]], K[:, [3, 7, 11]]))
+    True
+    """
+    K = check_square_matrix(K, "K", check_diagonal=True)
+    pivots = np.asarray(pivots)
+    n = K.shape[0]
+    if pivots.ndim != 1 or (pivots.size and pivots.dtype.kind not in "iu"):
+        raise ValueError(
+            f"pivots must be a 1d array of integer indices; got shape "
+            f"{pivots.shape} and dtype {pivots.dtype}."
+        )
+    pivots = pivots.astype(np.intp)
+    if pivots.size and (pivots.min() < 0 or pivots.max() >= n):
+        raise ValueError(f"pivots must be indices in [0, {n}).")
+    if np.unique(pivots).size != pivots.size:
+        raise ValueError("pivots holds duplicated indices.")
+    chol = PartialCholesky(_matrix_columns(K), np.diag(K).copy(), rtol=rtol)
+    chol.reserve(pivots.size)
+    rank = np.zeros(pivots.size + 1, dtype=np.intp)
+    for j in range(pivots.size):
+        chol.add(pivots[j : j + 1])
+        rank[j + 1] = chol.rank
+    return chol.factor.copy(), rank

@@ -303,9 +303,7 @@ def test_rows_factor_gives_the_kernel_basis_sums(data, rule):
     # dropped a direction (a duplicated point), are not covered.
     assert _landmark_factor(chol, landmarks[::-1]) is None
     assert _landmark_factor(None, landmarks) is None
-    twice = partial_cholesky_of(
-        KernelColumns(np.r_[X, X[:1]], "rbf", {"gamma": 0.3})
-    )
+    twice = partial_cholesky_of(KernelColumns(np.r_[X, X[:1]], "rbf", {"gamma": 0.3}))
     twice.add(np.array([0, 300, 1]))
     assert twice.rank == 2
     assert _landmark_factor(twice, np.array([0, 300])) is None

@@ -2,7 +2,13 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 
-from sklearn_dof import _sampling, pivoted_cholesky, uniform_columns
+from sklearn_dof import (
+    DoFNystroem,
+    _sampling,
+    partial_cholesky,
+    pivoted_cholesky,
+    uniform_columns,
+)
 from sklearn_dof._sampling import PartialCholesky, _address_space, _matrix_columns
 
 
@@ -137,3 +143,41 @@ def test_pivot_transform_inverts_the_block_at_cholesky_cost(K):
     T = _pivot_transform(S, 1e-12)
     assert T.shape == (2, 1)
     np.testing.assert_allclose(T @ T.T, [[0.5, 0.5], [0.5, 0.5]], atol=1e-12)
+
+
+def test_partial_cholesky_factors_every_prefix_of_the_given_pivots():
+    rng = np.random.RandomState(0)
+    X = rng.randn(120, 3)
+    X[100:] = X[:20]  # duplicated points add no rank
+    K = rbf_kernel(X, gamma=0.5)
+    order = np.r_[np.arange(0, 60, 2), 101, 100, 5]
+    G, rank = partial_cholesky(K, order)
+    assert rank.shape == (order.size + 1,) and rank[0] == 0
+    assert G.shape == (120, rank[-1])
+    # 101 duplicates 1 (not yet a pivot), 100 duplicates 0 (one already).
+    assert rank[31] == rank[30] + 1 and rank[32] == rank[31]
+    for j in (1, 10, 31, order.size):
+        P = order[:j]
+        L = K[:, P] @ np.linalg.pinv(K[np.ix_(P, P)], rcond=1e-10) @ K[P]
+        k = rank[j]
+        np.testing.assert_allclose(G[:, :k] @ G[:, :k].T, L, atol=1e-8)
+    # The uniform landmarks of DoFNystroem are such a prefix.
+    nys = DoFNystroem(gamma=0.5, n_components=25, random_state=3).fit(X)
+    order = uniform_columns(120, 25, random_state=3)
+    G, rank = partial_cholesky(K, order)
+    Phi = nys.transform(X)
+    np.testing.assert_allclose(G @ G.T, Phi @ Phi.T, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "pivots, message",
+    [
+        ([[0, 1]], "1d array"),
+        ([0.5], "1d array"),
+        ([0, 10], r"\[0, 10\)"),
+        ([1, 1], "duplicated"),
+    ],
+)
+def test_partial_cholesky_rejects_bad_pivots(pivots, message):
+    with pytest.raises(ValueError, match=message):
+        partial_cholesky(np.eye(10), pivots)
