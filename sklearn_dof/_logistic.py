@@ -5,23 +5,19 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_sample_weight,
-    check_is_fitted,
-    validate_data,
 )
 
 from . import _dask, _parallel
+from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
-from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
-from ._validation import KERNEL_CONSTRAINTS
+from ._samplers import gives_rows
 
 
-class DoFKernelLogisticRegression(
-    _NystroemFeaturesMixin, ClassifierMixin, BaseEstimator
-):
+class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator):
     """Kernel logistic regression on Nystroem features of automatic rank.
 
     Fits a :class:`DoFNystroem` feature map ``phi`` (stored as
@@ -160,18 +156,11 @@ class DoFKernelLogisticRegression(
     """
 
     _parameter_constraints: dict = {
-        **KERNEL_CONSTRAINTS,
+        **NYSTROEM_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="neither")],
-        "n_components": [
-            StrOptions({"auto"}),
-            Interval(Integral, 1, None, closed="left"),
-        ],
-        "sampling": DoFNystroem._parameter_constraints["sampling"],
-        "fit_intercept": ["boolean"],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "max_hessian_bytes": [Interval(Real, 0, None, closed="left")],
-        "random_state": ["random_state"],
     }
 
     def __init__(
@@ -229,14 +218,7 @@ class DoFKernelLogisticRegression(
         self : object
             Fitted classifier.
         """
-        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
-        X, y = validate(
-            self,
-            X,
-            y,
-            accept_sparse="csr",
-            dtype=[np.float64, np.float32],
-        )
+        X, y = self._validate_fit_data(X, y)
         check_classification_targets(y)
         self.classes_, y_index = np.unique(y, return_inverse=True)
         sample_weight = _check_sample_weight(
@@ -258,10 +240,11 @@ class DoFKernelLogisticRegression(
         # no landmark candidates either.  (A precomputed kernel keeps them:
         # its columns at predict time are indexed by all training points.)
         # Nor do landmarks given as row indices, which index all the rows.
-        given_rows = not isinstance(self.sampling, str) and not hasattr(
-            self.sampling, "select"
-        )
-        if not keep.all() and self.kernel != "precomputed" and not given_rows:
+        if (
+            not keep.all()
+            and self.kernel != "precomputed"
+            and not gives_rows(self.sampling)
+        ):
             X, y_index, sample_weight = X[keep], y_index[keep], sample_weight[keep]
 
         # Newton makes a few passes per step: keep the features if they fit
@@ -308,12 +291,7 @@ class DoFKernelLogisticRegression(
             Log-odds of ``classes_[1]`` for a binary problem; otherwise the
             multinomial logits, one column per class.
         """
-        check_is_fitted(self)
-        X = validate_data(
-            self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
-        )
-        scores = self.nystroem_._kernel_product(X, self.dual_coef_.T)
-        scores += self.intercept_
+        scores = self._kernel_expansion(X)
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     @_dask.chunkwise
@@ -378,9 +356,3 @@ class DoFKernelLogisticRegression(
         if scores.ndim == 1:
             return np.column_stack([log_expit(-scores), log_expit(scores)])
         return log_softmax(scores, axis=1)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.pairwise = self.kernel == "precomputed"
-        return tags

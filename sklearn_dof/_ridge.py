@@ -32,22 +32,18 @@ from sklearn.utils._param_validation import (
 from sklearn.utils.validation import (
     _check_sample_weight,
     check_is_fitted,
-    validate_data,
 )
 
 from . import _dask, _parallel
+from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._blocks import normal_equations
-from ._nystroem import DoFNystroem, _NystroemFeaturesMixin
-from ._validation import KERNEL_CONSTRAINTS
+from ._nystroem import DoFNystroem
 
-# Parameters shared by both estimators and forwarded to DoFNystroem.
+# The parameters of both estimators forwarded to DoFNystroem (tol: the
+# tolerance of the d.o.f. estimate).
 _NYSTROEM_CONSTRAINTS = {
-    **KERNEL_CONSTRAINTS,
-    "n_components": DoFNystroem._parameter_constraints["n_components"],
-    "sampling": DoFNystroem._parameter_constraints["sampling"],
+    **NYSTROEM_CONSTRAINTS,
     "tol": DoFNystroem._parameter_constraints["tol"],
-    "random_state": ["random_state"],
-    "fit_intercept": ["boolean"],
 }
 
 
@@ -332,20 +328,11 @@ def _shape_coef(W, y_ndim):
     return W[:, 0].copy() if y_ndim == 1 else W.T.copy()
 
 
-class _DoFRidgeMixin(_NystroemFeaturesMixin):
+class _DoFRidgeMixin(DoFKernelMixin):
     """Shared fitting and prediction code of the two estimators."""
 
-    def _validate_fit_data(self, X, y, sample_weight):
-        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
-        X, y = validate(
-            self,
-            X,
-            y,
-            accept_sparse="csr",
-            dtype=[np.float64, np.float32],
-            multi_output=True,
-            y_numeric=True,
-        )
+    def _validate_ridge_data(self, X, y, sample_weight):
+        X, y = self._validate_fit_data(X, y, multi_output=True, y_numeric=True)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(
                 sample_weight, X, dtype=np.float64, ensure_non_negative=True
@@ -410,16 +397,10 @@ class _DoFRidgeMixin(_NystroemFeaturesMixin):
             ``nystroem_.transform(X) @ coef_.T + intercept_``, computed as
             ``K(X, landmarks) @ dual_coef_.T + intercept_``.
         """
-        check_is_fitted(self)
-        X = validate_data(
-            self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
-        )
-        return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
+        return self._kernel_expansion(X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.pairwise = self.kernel == "precomputed"
         tags.target_tags.multi_output = True
         return tags
 
@@ -630,7 +611,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
+        X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
         kernel_basis = X.dtype != np.float32
@@ -912,7 +893,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "store_cv_results=True requires cv=None (efficient leave-one-out)."
             )
-        X, y, sample_weight = self._validate_fit_data(X, y, sample_weight)
+        X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         if X.shape[0] < 2:
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."

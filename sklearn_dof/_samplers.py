@@ -338,6 +338,11 @@ SAMPLING_RULES = _Registry(
 SAMPLING_OPTIONS = StrOptions(set(SAMPLING_RULES))
 
 
+def gives_rows(sampling):
+    """Whether a ``sampling`` parameter gives the landmarks as row indices."""
+    return not isinstance(sampling, str) and not hasattr(sampling, "select")
+
+
 def resolve_sampling(sampling, n_samples, n_components="auto"):
     """The :class:`SamplingRule` of a ``sampling`` parameter.
 
@@ -348,7 +353,7 @@ def resolve_sampling(sampling, n_samples, n_components="auto"):
     """
     if isinstance(sampling, str):
         return SAMPLING_RULES[sampling]
-    if hasattr(sampling, "select"):
+    if not gives_rows(sampling):
         return Selector(sampling)
     indices = np.asarray(sampling)
     if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":

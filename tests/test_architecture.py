@@ -30,6 +30,7 @@ LAYERS = [
     ("estimate and rank rules", ["_estimate", "_rank"]),
     ("landmark selection", ["_landmarks"]),
     ("transformer", ["_nystroem"]),
+    ("estimator base", ["_base"]),
     ("estimators", ["_ridge", "_logistic"]),
     ("data sets", ["datasets._clustered", "datasets._periodic_spline"]),
     ("public API and CLI", ["datasets", "__init__"]),

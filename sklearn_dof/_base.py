@@ -1,0 +1,97 @@
+"""The shared base of the estimators built on :class:`DoFNystroem`.
+
+Each estimator fits a ``nystroem_`` transformer and a linear model on its
+features; this module holds what they share: the transformer's parameters
+and their constraints, the validation of the data (numpy or Dask), the
+fitted ``nystroem_`` step, the decision values as a kernel expansion over
+the landmarks, and the input tags.
+"""
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _dask
+from ._nystroem import DoFNystroem
+from ._validation import KERNEL_CONSTRAINTS
+
+# The parameters every estimator forwards to DoFNystroem, and fit_intercept.
+NYSTROEM_CONSTRAINTS = {
+    **KERNEL_CONSTRAINTS,
+    "n_components": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+    "sampling": DoFNystroem._parameter_constraints["sampling"],
+    "random_state": ["random_state"],
+    "fit_intercept": ["boolean"],
+}
+
+
+class DoFKernelMixin:
+    """Mixin of the estimators built on :class:`DoFNystroem`.
+
+    An estimator using it has the kernel parameters and ``n_components``,
+    ``sampling``, ``random_state``, ``fit_intercept`` and ``n_jobs``, and
+    after ``fit`` the attributes ``nystroem_``, ``dual_coef_`` and
+    ``intercept_``.
+    """
+
+    def _validate_fit_data(self, X, y, **kwargs):
+        """``validate_data`` of ``(X, y)``, its Dask counterpart for dask arrays."""
+        validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
+        return validate(
+            self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32], **kwargs
+        )
+
+    def _validate_predict_data(self, X):
+        check_is_fitted(self)
+        return validate_data(
+            self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
+        )
+
+    def _kernel_expansion(self, X):
+        """``K(X, I) dual_coef_^T + intercept_``: ``O(p)`` per row, by blocks
+        of rows, without the ``n x p`` kernel block."""
+        X = self._validate_predict_data(X)
+        return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
+
+    def _fit_nystroem(self, X, alpha, dof_tol=0.1, cache=False, kernel_basis=False):
+        """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
+
+        Returns a :class:`FeatureBlocks` in the triangular basis, whose
+        coefficients ``blocks.rotation.T`` maps to ``nystroem_.transform``'s
+        basis, or with ``kernel_basis`` the kernel blocks (see
+        ``DoFNystroem._training_features``), for which ``nystroem_`` computes
+        a Cholesky factor of ``K(I, I)`` instead of the eigendecomposition
+        behind ``normalization_`` (about ``9 p^3`` flops).
+        """
+        self.nystroem_ = DoFNystroem(
+            kernel=self.kernel,
+            gamma=self.gamma,
+            coef0=self.coef0,
+            degree=self.degree,
+            kernel_params=self.kernel_params,
+            alpha=alpha,
+            n_components=self.n_components,
+            sampling=self.sampling,
+            tol=dof_tol,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs,
+        )
+        if kernel_basis:
+            factors = self.nystroem_._fit_landmark_factors(X)
+        else:
+            factors = None
+            self.nystroem_.fit(X)
+        self.n_components_ = self.nystroem_.n_components_
+        self.dof_ = self.nystroem_.dof_
+        self.effective_dof_ = self.nystroem_.effective_dof_
+        return self.nystroem_._training_features(
+            X, cache=cache, kernel_basis=kernel_basis, factors=factors
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        return tags
