@@ -14,7 +14,6 @@ fixed features: one ``p x p`` eigendecomposition, then ``O(n p)`` per
 penalty.
 """
 
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -36,8 +35,8 @@ from sklearn.utils.validation import (
 
 from . import _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
-from ._blocks import normal_equations
 from ._nystroem import DoFNystroem
+from ._ridge_solve import cv_errors, ridge_problem
 
 # The parameters of both estimators forwarded to DoFNystroem (tol: the
 # tolerance of the d.o.f. estimate).
@@ -45,282 +44,6 @@ _NYSTROEM_CONSTRAINTS = {
     **NYSTROEM_CONSTRAINTS,
     "tol": DoFNystroem._parameter_constraints["tol"],
 }
-
-
-# Refinement of a solve in the kernel basis (see _LinearProblem): stop when
-# the preconditioned residual is this small relative to the right-hand
-# side, so that the coefficients agree with a ridge solve on the formed
-# features to about 1e-8 (scikit-learn's iterative ridge solvers stop at
-# 1e-4).  Where rounding floors the true residual above this, the recursive
-# residual still falls below it, one pass later.
-REFINE_RTOL = 1e-10
-# Each refinement step is one pass over the kernel blocks.  The Cholesky
-# factor of the kernel-basis Gram matrix usually cuts the residual thirty-
-# fold or more per pass; when the rate observed so far would need more
-# passes than this, rounding swamps the penalty and the caller falls back
-# to forming the features (two passes' worth of BLAS-3 work).
-REFINE_MAX_PASSES = 6
-
-
-class _LinearProblem:
-    """Weighted, centred least-squares data on fixed features.
-
-    Follows :func:`sklearn.linear_model._base._preprocess_data`: with
-    ``fit_intercept`` the features and targets are centred by their
-    ``sample_weight``-weighted means (the intercept is not penalised), and
-    the loss is ``sum_i s_i (y_i - f(x_i))^2``.  The features are
-    :class:`FeatureBlocks`, reduced block by block (:func:`normal_equations`).
-
-    When the blocks are the kernel blocks ``K(x, I)`` and ``features.basis``
-    is a map ``N`` with ``N N^T = K(I, I)^+`` and ``Phi = K N`` (the inverse
-    Cholesky factor ``R^{-1}``, or ``K(I, I)^{+1/2}``; see
-    ``_linalg.LandmarkBasis``), the Gram matrix is accumulated in the
-    kernel basis, ``G = K_c^T S K_c``, one symmetric rank-``n`` update
-    (``n p^2`` flops), with ``Phi_c^T S Phi_c = N^T G N``: the ``n p^2``
-    flops of forming ``K N`` row by row are saved, and the ``p x p`` system
-    is solved in ``O(p^3)`` (see :meth:`_preconditioner`).  That is exact up
-    to rounding, but the rounding of ``G`` is amplified by ``||N||^2 =
-    1 / lambda_min(K(I, I))``, which can exceed a small penalty; so
-    :meth:`solve` refines the Cholesky solution by preconditioned conjugate
-    gradients on the exact operator ``w -> N^T K_c^T S K_c N w + alpha w``,
-    one pass over the kernel blocks (``O(n p)`` beyond the kernel) per step.
-    When the landmarks came with the partial Cholesky factor of the rows
-    (``features.factor``, the non-uniform column rules and the automatic
-    rank) and the rows are unweighted, ``G`` comes from that factor instead
-    of a pass over the data (``_nystroem._LandmarkFactor``), and is summed
-    over the kernel blocks after all if the refinement does not converge
-    from it.
-
-    Attributes
-    ----------
-    y : ndarray of shape (n, k)
-        Targets (not centred).
-    sw : ndarray of shape (n,)
-        Sample weights (ones when none were given).
-    gram : ndarray of shape (p, p) or None
-        ``Phi_c^T S Phi_c`` of the centred features; None in the kernel
-        basis, whose sum is ``kernel_gram``.
-    kernel_gram : ndarray of shape (p, p)
-        ``G = K_c^T S K_c``, only in the kernel basis.
-    rhs : ndarray of shape (p, k)
-        ``Phi_c^T S y_c``.
-    Phi_offset, y_offset : ndarrays of shape (p,) and (k,)
-        The weighted means (zeros without intercept).
-    refine_passes : int
-        Passes over the data the last :meth:`solve` spent refining.
-    """
-
-    def __init__(self, features, y, sample_weight, fit_intercept):
-        n_samples = features.n_samples
-        y = np.asarray(y, dtype=np.float64).reshape(n_samples, -1)
-        if sample_weight is None:
-            sw = np.ones(n_samples)
-        else:
-            sw = np.asarray(sample_weight, dtype=np.float64)
-        self.features, self.y, self.sw = features, y, sw
-        self.fit_intercept = fit_intercept
-        self.basis = features.basis
-        self.refine_passes = 0
-        if self.basis is None:
-            self.gram, self.rhs, self.Phi_offset, self.y_offset = normal_equations(
-                features, y, sw, fit_intercept
-            )
-            return
-        self.gram = None  # the sum is kernel_gram
-        # The rows' partial Cholesky factor gives the kernel-basis sums in
-        # O(p r^2), no pass over the data (_nystroem._LandmarkFactor).
-        factor = features.factor
-        self._factor_sums = factor is not None and bool(np.all(sw == 1))
-        if self._factor_sums:
-            self._set_kernel_sums(*factor.normal_equations(y))
-        else:
-            self._set_kernel_sums(*normal_equations(features, y, sw, True))
-
-    def _set_kernel_sums(self, kernel_gram, rhs, mean, y_mean):
-        """Kernel-basis sums, centred around the weighted mean even without
-        intercept: the mean kernel row is the largest direction of ``G``, and
-        its share of the rounding, amplified by ``N``, would swamp the rest.
-        It is added back exactly, as a rank-one term in the features' basis
-        (see :meth:`_preconditioner`)."""
-        self.kernel_gram = kernel_gram
-        rhs, offset = self.basis.map_t(rhs), self.basis.map_t(mean)
-        self._rank_one = None
-        if self.fit_intercept:
-            self._kernel_offset, self.y_offset = mean, y_mean
-        else:
-            total = self.sw.sum()
-            rhs += total * np.outer(offset, y_mean)
-            self._rank_one = (total, offset)
-            self._kernel_offset = np.zeros_like(mean)
-            self.y_offset = np.zeros_like(y_mean)
-            offset = np.zeros_like(offset)
-        self.rhs, self.Phi_offset = rhs, offset
-
-    def solve(self, alpha):
-        """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k).
-
-        Returns None when the features are in the kernel basis and the
-        refinement did not converge (see :class:`_LinearProblem`).
-        """
-        self.refine_passes = 0
-        if self.basis is None:
-            return _ridge_solver(self.gram, alpha)(self.rhs)
-        solve = self._preconditioner(alpha)
-        W = self._refine(solve(self.rhs), alpha, solve)
-        if W is None and self._factor_sums:
-            # The factor carries rounding of its own, amplified by the small
-            # pivots of an ill-conditioned K(I, I): at tiny penalties the sums
-            # over the kernel blocks may still precondition well enough.
-            # (The retry gets the whole budget of passes; refine_passes
-            # counts both.)
-            self._factor_sums = False
-            self._set_kernel_sums(
-                *normal_equations(self.features, self.y, self.sw, True)
-            )
-            spent, self.refine_passes = self.refine_passes, 0
-            solve = self._preconditioner(alpha)
-            W = self._refine(solve(self.rhs), alpha, solve)
-            self.refine_passes += spent
-        return W
-
-    def _preconditioner(self, alpha):
-        """``rhs -> (Phi_c^T S Phi_c + alpha I)^-1 rhs``, exact up to the
-        rounding of the kernel-basis sum ``G``.
-
-        In the Cholesky basis, one factorisation of ``G + alpha K(I, I)``
-        (:meth:`_linalg.LandmarkBasis.ridge_solver`); otherwise, or when rounding
-        makes that matrix indefinite, ``G`` mapped to the features' basis.
-        Without intercept the uncentred Gram matrix is the centred one plus
-        ``t o o^T`` (``t`` the total weight, ``o`` the mean feature row),
-        added by the Sherman-Morrison formula, never to ``G`` itself.
-        """
-        solve = self.basis.ridge_solver(self.kernel_gram, alpha)
-        if solve is None:
-            gram = self.basis.congruence(self.kernel_gram)
-            if self._rank_one is not None:
-                total, offset = self._rank_one
-                gram += total * np.outer(offset, offset)
-            return _ridge_solver(gram, alpha, exact=False)
-        if self._rank_one is None:
-            return solve
-        total, offset = self._rank_one
-        u = solve(offset)
-        scale = total / (1.0 + total * float(offset @ u))
-
-        def sherman_morrison(rhs):
-            Z = solve(rhs)
-            return Z - np.multiply.outer(u, scale * (offset @ Z))
-
-        return sherman_morrison
-
-    def intercept(self, W):
-        """Intercept of the weights ``W`` (p, k), of shape (k,)."""
-        return self.y_offset - self.Phi_offset @ W
-
-    def _apply(self, V, alpha):
-        """``(Phi_c^T S Phi_c + alpha I) V`` for ``Phi = K N``, by one pass
-        over the kernel blocks ``K`` (never ``K N``)."""
-        self.refine_passes += 1
-        U = self.basis.map(V)
-        m = self._kernel_offset
-        shift = m @ U
-        unit = bool(np.all(self.sw == 1))
-
-        def statistic(K_b, sw_b):
-            Z = K_b @ U - shift
-            if not unit:
-                Z *= sw_b[:, None]
-            return K_b.T @ Z, Z.sum(axis=0)
-
-        KtSZ, SZ = self.features.reduce(statistic, self.sw)
-        return self.basis.map_t(KtSZ - np.outer(m, SZ)) + alpha * V
-
-    def _refine(self, W, alpha, precondition):
-        """Preconditioned conjugate gradients from ``W``, one column per target.
-
-        ``precondition`` solves with the Gram matrix accumulated in the
-        kernel basis, exact up to its rounding, so the iteration contracts
-        fast; None if it does not reach ``REFINE_RTOL``.
-        """
-        C = self.rhs
-        target = REFINE_RTOL**2 * np.einsum("ij,ij->j", C, precondition(C))
-        R = C - self._apply(W, alpha)
-        Z = precondition(R)
-        rz = np.einsum("ij,ij->j", R, Z)
-        P = Z
-        rate = 0.0  # no contraction observed yet: try at least one step
-        while not np.all(rz <= target):
-            # Passes still needed at the rate seen so far (rz falls by
-            # ``rate`` per pass), for the slowest target.
-            with np.errstate(divide="ignore", invalid="ignore"):
-                needed = np.max(np.log(target / rz) / np.log(rate))
-            if rate >= 1.0 or self.refine_passes + max(needed, 1) > REFINE_MAX_PASSES:
-                return None
-            Q = self._apply(P, alpha)
-            pq = np.einsum("ij,ij->j", P, Q)
-            step = np.divide(rz, pq, out=np.zeros_like(rz), where=pq > 0)
-            W = W + step * P
-            R = R - step * Q
-            Z = precondition(R)
-            rz_next = np.einsum("ij,ij->j", R, Z)
-            ratio = np.divide(rz_next, rz, out=np.zeros_like(rz), where=rz > 0)
-            rate = float(np.max(ratio[rz_next > target], initial=0.0))
-            P = Z + ratio * P
-            rz = rz_next
-        return W
-
-
-def _ridge_solver(gram, alpha, exact=True):
-    """``rhs -> (gram + alpha I)^-1 rhs`` by Cholesky, eigh as a fallback.
-
-    ``exact``: ``gram`` is accurate to its own rounding, and the fallback
-    drops the directions below it (:func:`_ridge_inverse`), with a warning.
-    Otherwise the solver is a preconditioner for a Gram matrix that is
-    refined afterwards (see :class:`_LinearProblem`): a Cholesky failure
-    only means its rounding exceeds ``alpha``, and the fallback keeps every
-    direction, silently.
-    """
-    A = np.array(gram, dtype=np.float64, order="F")
-    A[np.diag_indices_from(A)] += alpha
-    try:
-        factor = linalg.cho_factor(A, lower=True, overwrite_a=True)
-        return lambda rhs: linalg.cho_solve(factor, rhs)
-    except linalg.LinAlgError:
-        if exact:
-            warnings.warn(
-                f"Cholesky factorisation of the {gram.shape[0]}x{gram.shape[0]} "
-                f"ridge system failed at alpha={alpha:g}; solving it with a "
-                "symmetric eigendecomposition instead.",
-                linalg.LinAlgWarning,
-                stacklevel=3,
-            )
-    eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
-    if exact:
-        inverse = _ridge_inverse(eigvals, alpha)[:, None]
-    else:
-        inverse = 1.0 / (np.clip(eigvals, 0.0, None) + alpha)[:, None]
-    return lambda rhs: V @ (inverse * (V.T @ rhs))
-
-
-def _solve_normal_equations(gram, rhs, alpha):
-    """Solve ``(gram + alpha I) W = rhs`` by Cholesky, eigh as a fallback."""
-    return _ridge_solver(gram, alpha)(rhs)
-
-
-def _ridge_inverse(eigvals, alphas):
-    """``1 / (s + alpha)`` on the numerical range of a Gram matrix, 0 off it.
-
-    Eigenvalues below ``p * eps * max(s)`` are rounding noise: the right-hand
-    side ``Phi^T S y`` has no true component along them, and dividing its
-    rounding noise by a penalty below that level would blow it up.
-    """
-    eigvals = np.asarray(eigvals, dtype=np.float64)
-    cutoff = eigvals.shape[0] * np.finfo(np.float64).eps * max(eigvals.max(), 0.0)
-    on_range = (eigvals > cutoff)[:, None] if np.ndim(alphas) else eigvals > cutoff
-    clipped = np.clip(eigvals, 0, None)
-    if np.ndim(alphas):
-        clipped = clipped[:, None]
-    return np.where(on_range, 1.0 / (clipped + alphas), 0.0)
 
 
 def _shape_coef(W, y_ndim):
@@ -618,7 +341,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         features = self._fit_nystroem(
             X, self.alpha, self.tol, kernel_basis=kernel_basis
         )
-        problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
+        problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
         self._n_refine_passes = problem.refine_passes
         self._refined = W is not None
@@ -629,7 +352,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             basis = features.basis
             cholesky = basis.cholesky if basis is not None else None
             features = self.nystroem_._training_features(X, cholesky=cholesky)
-            problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
+            problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
             W = problem.solve(self.alpha)
         self._set_coef(W, problem, y, features)
         return self
@@ -901,7 +624,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # Two passes (Gram matrix, then leave-one-out errors): keep the
         # features if they fit the memory budget.
         features = self._fit_nystroem(X, float(alphas.min()), self.tol, cache=True)
-        problem = _LinearProblem(features, y, sample_weight, self.fit_intercept)
+        problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
 
         if self.cv is None:
             scores = self._efficient_cv(problem, alphas, y)
@@ -940,33 +663,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         from one more pass over the feature blocks.
         """
         n_samples, n_targets = problem.y.shape
-        eigvals, V = linalg.eigh(0.5 * (problem.gram + problem.gram.T))
-        ZT_y = V.T @ problem.rhs  # = Z^T S y_c for Z = Phi_c V
         sw = problem.sw
-        shrinks = _ridge_inverse(eigvals, alphas[None, :])  # (p, n_alphas)
-        eigvals = np.clip(eigvals, 0, None)
-        if self.criterion == "gcv":
-            traces = eigvals @ shrinks + float(self.fit_intercept)
-        else:
-            traces = None
-        intercept_scale = 1.0 / sw.sum() if self.fit_intercept else 0.0
-        errors = problem.features.map(
-            lambda Phi_b, y_b, sw_b: _cv_errors(
-                Phi_b,
-                y_b,
-                sw_b,
-                problem.Phi_offset,
-                problem.y_offset,
-                V,
-                ZT_y,
-                shrinks,
-                traces,
-                n_samples,
-                intercept_scale,
-            ),
-            problem.y,
-            sw,
-        )  # (n, k, n_alphas)
+        errors = cv_errors(problem, alphas, self.criterion)  # (n, k, n_alphas)
         scorer = None if self.scoring is None else get_scorer(self.scoring)
         scores = np.empty(alphas.shape[0])
         if self.store_cv_results:
@@ -987,31 +685,3 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         if self.store_cv_results:
             self.cv_results_ = results[:, 0] if y.ndim == 1 else results
         return scores
-
-
-def _cv_errors(
-    Phi_b, y_b, sw_b, offset, y_offset, V, ZT_y, shrinks, traces, n, intercept_scale
-):
-    """Leave-one-out (``traces=None``) or GCV errors of one block of rows.
-
-    In the eigenbasis ``V`` of the centred Gram matrix the hat matrix at
-    penalty ``a`` is ``Z diag(1 / (eig + a)) Z^T S`` (plus the intercept's
-    ``1 / sum(s)``), so a row's residual and leverage cost ``O(p)`` each.
-    Returns an array of shape (b, k, n_alphas).
-    """
-    Z = np.subtract(Phi_b, offset, dtype=np.float64) @ V
-    Z2 = Z * Z
-    y_c = y_b - y_offset
-    n_alphas = shrinks.shape[1]
-    out = np.empty((Z.shape[0], y_c.shape[1], n_alphas))
-    for i in range(n_alphas):
-        shrink = shrinks[:, i]
-        residuals = y_c - Z @ (shrink[:, None] * ZT_y)
-        if traces is None:
-            leverage = sw_b * (Z2 @ shrink) + sw_b * intercept_scale
-        else:
-            leverage = np.full(Z.shape[0], traces[i] / n)
-        # An interpolating penalty gives 0 / 0: a NaN score, never selected.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[:, :, i] = residuals / (1.0 - leverage)[:, None]
-    return out

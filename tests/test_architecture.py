@@ -22,7 +22,7 @@ LAYERS = [
     ("validation", ["_validation"]),
     ("kernels", ["_kernels"]),
     ("row blocks", ["_blocks"]),
-    ("linear algebra and solvers", ["_linalg", "_newton"]),
+    ("linear algebra and solvers", ["_linalg", "_newton", "_ridge_solve"]),
     ("column selection", ["_sampling"]),
     ("Dask back-end", ["_dask"]),
     ("degrees of freedom", ["_dof"]),

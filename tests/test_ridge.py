@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge
+from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge_solve
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
 ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -159,7 +159,7 @@ def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch, dtype):
     expected = model.fit(X, y, sample_weight=sw).predict(X)
 
     class BrokenCholesky:
-        """scipy.linalg, but for _ridge only, with a failing cho_factor."""
+        """scipy.linalg, but for _ridge_solve only, with a failing cho_factor."""
 
         def __getattr__(self, name):
             return getattr(linalg, name)
@@ -168,7 +168,7 @@ def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch, dtype):
         def cho_factor(*args, **kwargs):
             raise linalg.LinAlgError("not positive definite")
 
-    monkeypatch.setattr(_ridge, "linalg", BrokenCholesky())
+    monkeypatch.setattr(_ridge_solve, "linalg", BrokenCholesky())
     if dtype == np.float32:
         with pytest.warns(linalg.LinAlgWarning, match="eigendecomposition"):
             fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
@@ -187,7 +187,7 @@ def test_indefinite_system_falls_back_to_eigh():
     # and leaves the rounding-level direction out instead of dividing by it.
     gram = np.diag([4.0, -1e-17])
     with pytest.warns(linalg.LinAlgWarning, match="Cholesky"):
-        W = _ridge._solve_normal_equations(gram, np.ones((2, 1)), 1e-30)
+        W = _ridge_solve._solve_normal_equations(gram, np.ones((2, 1)), 1e-30)
     np.testing.assert_allclose(W[:, 0], [0.25, 0.0])
 
 
@@ -550,7 +550,7 @@ def test_kernel_basis_solve_matches_ridge_on_features(
     # well that a few passes over the data reach the rounding level; at the
     # smallest penalties rounding swamps it and the fit forms the features,
     # without spending every pass allowed to find out.
-    assert 1 <= model._n_refine_passes <= _ridge.REFINE_MAX_PASSES
+    assert 1 <= model._n_refine_passes <= _ridge_solve.REFINE_MAX_PASSES
     if route == "cholesky" or lam >= 1e-2:
         assert model._refined and model._n_refine_passes <= 3
     else:
@@ -684,7 +684,7 @@ def test_kernel_basis_falls_back_to_the_features(wide_data, monkeypatch):
     model = DoFKernelRidge(alpha=1e-8, gamma=0.05, n_components=400, random_state=0)
     expected = model.fit(X, y, sample_weight=sw).predict(X)
     # No pass allowed: the refinement gives up, the fit forms the features.
-    monkeypatch.setattr(_ridge, "REFINE_MAX_PASSES", 0)
+    monkeypatch.setattr(_ridge_solve, "REFINE_MAX_PASSES", 0)
     calls = []
     original = DoFNystroem._training_features
 

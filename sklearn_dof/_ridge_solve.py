@@ -1,0 +1,395 @@
+"""Ridge solves on Nystroem features: pure numerics, no estimator.
+
+A :class:`RidgeProblem` holds the weighted, centred normal equations of the
+training features (sums over :class:`~sklearn_dof._blocks.FeatureBlocks`)
+and solves them at any penalty: :class:`FeatureRidgeProblem` on the
+features proper, :class:`KernelBasisRidgeProblem` on the kernel blocks
+``K(x, I)`` with the map ``N`` of the features ``K(x, I) N`` applied to
+``p x p`` sums (refined by passes over the blocks).  :func:`ridge_problem`
+picks one.  :func:`cv_errors` gives the exact leave-one-out (or GCV)
+errors of a grid of penalties from one eigendecomposition.
+"""
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+from scipy import linalg
+
+from ._blocks import normal_equations
+
+# Refinement of a solve in the kernel basis (see KernelBasisRidgeProblem): stop when
+# the preconditioned residual is this small relative to the right-hand
+# side, so that the coefficients agree with a ridge solve on the formed
+# features to about 1e-8 (scikit-learn's iterative ridge solvers stop at
+# 1e-4).  Where rounding floors the true residual above this, the recursive
+# residual still falls below it, one pass later.
+REFINE_RTOL = 1e-10
+# Each refinement step is one pass over the kernel blocks.  The Cholesky
+# factor of the kernel-basis Gram matrix usually cuts the residual thirty-
+# fold or more per pass; when the rate observed so far would need more
+# passes than this, rounding swamps the penalty and the caller falls back
+# to forming the features (two passes' worth of BLAS-3 work).
+REFINE_MAX_PASSES = 6
+
+
+class RidgeProblem:
+    """Weighted, centred least-squares data on fixed features (base class).
+
+    Follows :func:`sklearn.linear_model._base._preprocess_data`: with
+    ``fit_intercept`` the features and targets are centred by their
+    ``sample_weight``-weighted means (the intercept is not penalised), and
+    the loss is ``sum_i s_i (y_i - f(x_i))^2``.  The features are
+    :class:`FeatureBlocks`, reduced block by block (:func:`normal_equations`).
+
+    Attributes
+    ----------
+    y : ndarray of shape (n, k)
+        Targets (not centred).
+    sw : ndarray of shape (n,)
+        Sample weights (ones when none were given).
+    rhs : ndarray of shape (p, k)
+        ``Phi_c^T S y_c``.
+    Phi_offset, y_offset : ndarrays of shape (p,) and (k,)
+        The weighted means (zeros without intercept).
+    refine_passes : int
+        Passes over the data the last :meth:`solve` spent refining.
+    """
+
+    def __init__(self, features, y, sample_weight, fit_intercept):
+        n_samples = features.n_samples
+        y = np.asarray(y, dtype=np.float64).reshape(n_samples, -1)
+        if sample_weight is None:
+            sw = np.ones(n_samples)
+        else:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+        self.features, self.y, self.sw = features, y, sw
+        self.fit_intercept = fit_intercept
+        self.refine_passes = 0
+
+    def solve(self, alpha):
+        """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k),
+        or None when the solve cannot reach its accuracy."""
+        raise NotImplementedError
+
+    def intercept(self, W):
+        """Intercept of the weights ``W`` (p, k), of shape (k,)."""
+        return self.y_offset - self.Phi_offset @ W
+
+
+class FeatureRidgeProblem(RidgeProblem):
+    """:class:`RidgeProblem` on the features proper: their Gram matrix
+    ``gram = Phi_c^T S Phi_c`` (p, p), one pass."""
+
+    def __init__(self, features, y, sample_weight, fit_intercept):
+        super().__init__(features, y, sample_weight, fit_intercept)
+        self.gram, self.rhs, self.Phi_offset, self.y_offset = normal_equations(
+            features, self.y, self.sw, fit_intercept
+        )
+
+    def solve(self, alpha):
+        self.refine_passes = 0
+        return _ridge_solver(self.gram, alpha)(self.rhs)
+
+
+class KernelBasisRidgeProblem(RidgeProblem):
+    """:class:`RidgeProblem` on the kernel blocks ``K(x, I)``, whose
+    features are ``Phi = K N`` for ``features.basis`` ``N``.
+
+    ``N N^T = K(I, I)^+`` (the inverse Cholesky factor ``R^{-1}``, or
+    ``K(I, I)^{+1/2}``; see ``_linalg.LandmarkBasis``).  The Gram matrix is
+    accumulated in the kernel basis, ``G = K_c^T S K_c``, one symmetric
+    rank-``n`` update (``n p^2`` flops), with ``Phi_c^T S Phi_c = N^T G N``:
+    the ``n p^2`` flops of forming ``K N`` row by row are saved, and the
+    ``p x p`` system is solved in ``O(p^3)`` (see :meth:`_preconditioner`).
+    That is exact up to rounding, but the rounding of ``G`` is amplified by
+    ``||N||^2 = 1 / lambda_min(K(I, I))``, which can exceed a small penalty;
+    so :meth:`solve` refines the Cholesky solution by preconditioned
+    conjugate gradients on the exact operator
+    ``w -> N^T K_c^T S K_c N w + alpha w``, one pass over the kernel blocks
+    (``O(n p)`` beyond the kernel) per step, and returns None when that does
+    not converge (the caller then forms the features).  When the landmarks
+    came with the partial Cholesky factor of the rows (``features.factor``,
+    the non-uniform column rules and the automatic rank) and the rows are
+    unweighted, ``G`` comes from that factor instead of a pass over the data
+    (``_nystroem._LandmarkFactor``), and is summed over the kernel blocks
+    after all if the refinement does not converge from it.
+
+    Attributes
+    ----------
+    kernel_gram : ndarray of shape (p, p)
+        ``G = K_c^T S K_c``.
+    sums_from_factor : bool
+        Whether ``G`` and the right-hand side come from the rows' factor.
+    """
+
+    def __init__(self, features, y, sample_weight, fit_intercept):
+        super().__init__(features, y, sample_weight, fit_intercept)
+        self.basis = features.basis
+        factor = features.factor
+        self.sums_from_factor = factor is not None and bool(np.all(self.sw == 1))
+        if self.sums_from_factor:
+            self._set_kernel_sums(*factor.normal_equations(self.y))
+        else:
+            self._set_kernel_sums(*normal_equations(features, self.y, self.sw, True))
+
+    def _set_kernel_sums(self, kernel_gram, rhs, mean, y_mean):
+        """Kernel-basis sums, centred around the weighted mean even without
+        intercept: the mean kernel row is the largest direction of ``G``, and
+        its share of the rounding, amplified by ``N``, would swamp the rest.
+        It is added back exactly, as a rank-one term in the features' basis
+        (see :meth:`_preconditioner`)."""
+        self.kernel_gram = kernel_gram
+        rhs, offset = self.basis.map_t(rhs), self.basis.map_t(mean)
+        self._rank_one = None
+        if self.fit_intercept:
+            self._kernel_offset, self.y_offset = mean, y_mean
+        else:
+            total = self.sw.sum()
+            rhs += total * np.outer(offset, y_mean)
+            self._rank_one = (total, offset)
+            self._kernel_offset = np.zeros_like(mean)
+            self.y_offset = np.zeros_like(y_mean)
+            offset = np.zeros_like(offset)
+        self.rhs, self.Phi_offset = rhs, offset
+
+    def solve(self, alpha):
+        """Ridge weights ``(Phi^T S Phi + alpha I)^-1 Phi^T S y``, (p, k),
+        or None when the refinement did not converge."""
+        self.refine_passes = 0
+        W = self._refined_solve(alpha)
+        if W is None and self.sums_from_factor:
+            # The factor carries rounding of its own, amplified by the small
+            # pivots of an ill-conditioned K(I, I): at tiny penalties the sums
+            # over the kernel blocks may still precondition well enough.
+            # They replace the factor's for good.  (The retry gets the whole
+            # budget of passes; refine_passes counts both.)
+            self.sums_from_factor = False
+            self._set_kernel_sums(
+                *normal_equations(self.features, self.y, self.sw, True)
+            )
+            spent, self.refine_passes = self.refine_passes, 0
+            W = self._refined_solve(alpha)
+            self.refine_passes += spent
+        return W
+
+    def _refined_solve(self, alpha):
+        solve = self._preconditioner(alpha)
+        return self._refine(solve(self.rhs), alpha, solve)
+
+    def _preconditioner(self, alpha):
+        """``rhs -> (Phi_c^T S Phi_c + alpha I)^-1 rhs``, exact up to the
+        rounding of the kernel-basis sum ``G``.
+
+        In the Cholesky basis, one factorisation of ``G + alpha K(I, I)``
+        (:meth:`_linalg.LandmarkBasis.ridge_solver`); otherwise, or when rounding
+        makes that matrix indefinite, ``G`` mapped to the features' basis.
+        Without intercept the uncentred Gram matrix is the centred one plus
+        ``t o o^T`` (``t`` the total weight, ``o`` the mean feature row),
+        added by the Sherman-Morrison formula, never to ``G`` itself.
+        """
+        solve = self.basis.ridge_solver(self.kernel_gram, alpha)
+        if solve is None:
+            gram = self.basis.congruence(self.kernel_gram)
+            if self._rank_one is not None:
+                total, offset = self._rank_one
+                gram += total * np.outer(offset, offset)
+            return _ridge_solver(gram, alpha, exact=False)
+        if self._rank_one is None:
+            return solve
+        total, offset = self._rank_one
+        u = solve(offset)
+        scale = total / (1.0 + total * float(offset @ u))
+
+        def sherman_morrison(rhs):
+            Z = solve(rhs)
+            return Z - np.multiply.outer(u, scale * (offset @ Z))
+
+        return sherman_morrison
+
+    def _apply(self, V, alpha):
+        """``(Phi_c^T S Phi_c + alpha I) V`` for ``Phi = K N``, by one pass
+        over the kernel blocks ``K`` (never ``K N``)."""
+        self.refine_passes += 1
+        U = self.basis.map(V)
+        m = self._kernel_offset
+        shift = m @ U
+        unit = bool(np.all(self.sw == 1))
+
+        def statistic(K_b, sw_b):
+            Z = K_b @ U - shift
+            if not unit:
+                Z *= sw_b[:, None]
+            return K_b.T @ Z, Z.sum(axis=0)
+
+        KtSZ, SZ = self.features.reduce(statistic, self.sw)
+        return self.basis.map_t(KtSZ - np.outer(m, SZ)) + alpha * V
+
+    def _refine(self, W, alpha, precondition):
+        """Preconditioned conjugate gradients from ``W``, one column per target.
+
+        ``precondition`` solves with the Gram matrix accumulated in the
+        kernel basis, exact up to its rounding, so the iteration contracts
+        fast; None if it does not reach ``REFINE_RTOL``.
+        """
+        C = self.rhs
+        target = REFINE_RTOL**2 * np.einsum("ij,ij->j", C, precondition(C))
+        R = C - self._apply(W, alpha)
+        Z = precondition(R)
+        rz = np.einsum("ij,ij->j", R, Z)
+        P = Z
+        rate = 0.0  # no contraction observed yet: try at least one step
+        while not np.all(rz <= target):
+            # Passes still needed at the rate seen so far (rz falls by
+            # ``rate`` per pass), for the slowest target.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                needed = np.max(np.log(target / rz) / np.log(rate))
+            if rate >= 1.0 or self.refine_passes + max(needed, 1) > REFINE_MAX_PASSES:
+                return None
+            Q = self._apply(P, alpha)
+            pq = np.einsum("ij,ij->j", P, Q)
+            step = np.divide(rz, pq, out=np.zeros_like(rz), where=pq > 0)
+            W = W + step * P
+            R = R - step * Q
+            Z = precondition(R)
+            rz_next = np.einsum("ij,ij->j", R, Z)
+            ratio = np.divide(rz_next, rz, out=np.zeros_like(rz), where=rz > 0)
+            rate = float(np.max(ratio[rz_next > target], initial=0.0))
+            P = Z + ratio * P
+            rz = rz_next
+        return W
+
+
+def ridge_problem(features, y, sample_weight, fit_intercept):
+    """The :class:`RidgeProblem` of the feature blocks: in the kernel basis
+    when ``features.basis`` is set, else on the features proper."""
+    if features.basis is None:
+        return FeatureRidgeProblem(features, y, sample_weight, fit_intercept)
+    return KernelBasisRidgeProblem(features, y, sample_weight, fit_intercept)
+
+
+def _ridge_solver(gram, alpha, exact=True):
+    """``rhs -> (gram + alpha I)^-1 rhs`` by Cholesky, eigh as a fallback.
+
+    ``exact``: ``gram`` is accurate to its own rounding, and the fallback
+    drops the directions below it (:func:`_ridge_inverse`), with a warning.
+    Otherwise the solver is a preconditioner for a Gram matrix that is
+    refined afterwards (see :class:`KernelBasisRidgeProblem`): a Cholesky failure
+    only means its rounding exceeds ``alpha``, and the fallback keeps every
+    direction, silently.
+    """
+    A = np.array(gram, dtype=np.float64, order="F")
+    A[np.diag_indices_from(A)] += alpha
+    try:
+        factor = linalg.cho_factor(A, lower=True, overwrite_a=True)
+        return lambda rhs: linalg.cho_solve(factor, rhs)
+    except linalg.LinAlgError:
+        if exact:
+            warnings.warn(
+                f"Cholesky factorisation of the {gram.shape[0]}x{gram.shape[0]} "
+                f"ridge system failed at alpha={alpha:g}; solving it with a "
+                "symmetric eigendecomposition instead.",
+                linalg.LinAlgWarning,
+                stacklevel=3,
+            )
+    eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
+    if exact:
+        inverse = _ridge_inverse(eigvals, alpha)[:, None]
+    else:
+        inverse = 1.0 / (np.clip(eigvals, 0.0, None) + alpha)[:, None]
+    return lambda rhs: V @ (inverse * (V.T @ rhs))
+
+
+def _solve_normal_equations(gram, rhs, alpha):
+    """Solve ``(gram + alpha I) W = rhs`` by Cholesky, eigh as a fallback."""
+    return _ridge_solver(gram, alpha)(rhs)
+
+
+def _ridge_inverse(eigvals, alphas):
+    """``1 / (s + alpha)`` on the numerical range of a Gram matrix, 0 off it.
+
+    Eigenvalues below ``p * eps * max(s)`` are rounding noise: the right-hand
+    side ``Phi^T S y`` has no true component along them, and dividing its
+    rounding noise by a penalty below that level would blow it up.
+    """
+    eigvals = np.asarray(eigvals, dtype=np.float64)
+    cutoff = eigvals.shape[0] * np.finfo(np.float64).eps * max(eigvals.max(), 0.0)
+    on_range = (eigvals > cutoff)[:, None] if np.ndim(alphas) else eigvals > cutoff
+    clipped = np.clip(eigvals, 0, None)
+    if np.ndim(alphas):
+        clipped = clipped[:, None]
+    return np.where(on_range, 1.0 / (clipped + alphas), 0.0)
+
+
+class _Spectrum(NamedTuple):
+    """What every block's leave-one-out errors read: the eigenbasis ``V``
+    of the centred Gram matrix, ``Z^T S y_c``, the ridge inverses of the
+    penalties, the GCV traces (None: leave-one-out), and the offsets."""
+
+    offset: np.ndarray
+    y_offset: np.ndarray
+    V: np.ndarray
+    ZT_y: np.ndarray
+    shrinks: np.ndarray
+    traces: np.ndarray | None
+    n_samples: int
+    intercept_scale: float
+
+
+def cv_errors(problem, alphas, criterion="loo"):
+    """Leave-one-out (``"loo"``) or GCV (``"gcv"``) errors of every penalty.
+
+    One eigendecomposition of the centred Gram matrix of a
+    :class:`FeatureRidgeProblem`, then one pass over the feature blocks:
+    ``O(n p)`` per penalty.  Returns an array of shape
+    ``(n_samples, n_targets, n_alphas)``.
+    """
+    n_samples = problem.y.shape[0]
+    eigvals, V = linalg.eigh(0.5 * (problem.gram + problem.gram.T))
+    shrinks = _ridge_inverse(eigvals, alphas[None, :])  # (p, n_alphas)
+    eigvals = np.clip(eigvals, 0, None)
+    traces = None
+    if criterion == "gcv":
+        traces = eigvals @ shrinks + float(problem.fit_intercept)
+    spectrum = _Spectrum(
+        offset=problem.Phi_offset,
+        y_offset=problem.y_offset,
+        V=V,
+        ZT_y=V.T @ problem.rhs,  # = Z^T S y_c for Z = Phi_c V
+        shrinks=shrinks,
+        traces=traces,
+        n_samples=n_samples,
+        intercept_scale=1.0 / problem.sw.sum() if problem.fit_intercept else 0.0,
+    )
+    return problem.features.map(
+        lambda Phi_b, y_b, sw_b: _block_cv_errors(Phi_b, y_b, sw_b, spectrum),
+        problem.y,
+        problem.sw,
+    )
+
+
+def _block_cv_errors(Phi_b, y_b, sw_b, spectrum):
+    """Leave-one-out or GCV errors of one block of rows.
+
+    In the eigenbasis ``V`` of the centred Gram matrix the hat matrix at
+    penalty ``a`` is ``Z diag(1 / (eig + a)) Z^T S`` (plus the intercept's
+    ``1 / sum(s)``), so a row's residual and leverage cost ``O(p)`` each.
+    Returns an array of shape (b, k, n_alphas).
+    """
+    Z = np.subtract(Phi_b, spectrum.offset, dtype=np.float64) @ spectrum.V
+    Z2 = Z * Z
+    y_c = y_b - spectrum.y_offset
+    shrinks, traces = spectrum.shrinks, spectrum.traces
+    n_alphas = shrinks.shape[1]
+    out = np.empty((Z.shape[0], y_c.shape[1], n_alphas))
+    for i in range(n_alphas):
+        shrink = shrinks[:, i]
+        residuals = y_c - Z @ (shrink[:, None] * spectrum.ZT_y)
+        if traces is None:
+            leverage = sw_b * (Z2 @ shrink) + sw_b * spectrum.intercept_scale
+        else:
+            leverage = np.full(Z.shape[0], traces[i] / spectrum.n_samples)
+        # An interpolating penalty gives 0 / 0: a NaN score, never selected.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[:, :, i] = residuals / (1.0 - leverage)[:, None]
+    return out
