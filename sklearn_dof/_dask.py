@@ -263,12 +263,6 @@ def validate_data(
     numpy or a dask array; it is returned as numpy, a per-row vector the
     solvers hold on the client.
     """
-    if getattr(estimator, "cv", None) is not None:
-        raise NotImplementedError(
-            f"{type(estimator).__name__}(cv={estimator.cv!r}) on a dask array: "
-            "the splitters need the feature matrix in memory. Use cv=None, the "
-            "efficient leave-one-out (or GCV), which runs as block reductions."
-        )
     X = check_dask_array(X, dtype, estimator)
     _check_n_features(estimator, X, reset=reset)
     _check_feature_names(estimator, X, reset=reset)
@@ -476,7 +470,6 @@ class DaskPartialCholesky(PartialCholesky):
         super().__init__(columns, diagonal, rtol)
         self._chunks = tuple(chunks)
         self._blocks = []
-        self._pending = None  # (indices, residual columns) of add's block
 
     @property
     def factor(self):
@@ -503,7 +496,8 @@ class DaskPartialCholesky(PartialCholesky):
 
     def _greedy_batch(self, candidates, n_pivots, tol, scratch):
         i = int(candidates[0])  # the largest residual, above tol
-        self._append(candidates[:1], np.full((1, 1), 1 / np.sqrt(self.residual[i])))
+        S = self._schur_columns(candidates[:1])  # the pivot's residual column
+        self._append(S, np.full((1, 1), 1 / np.sqrt(self.residual[i])))
         self.pivots.append(i)
         self.residual[i] = 0.0
         return 1
@@ -513,26 +507,21 @@ class DaskPartialCholesky(PartialCholesky):
         G = self.factor.astype(np.float64)
         return G.T @ G
 
-    def _residual_columns(self, indices):
+    def _schur_columns(self, indices):
+        # The whole residual block as one lazy dask array, on the persisted
+        # kernel columns: the cluster evaluates them once, and only the
+        # B x B part comes back (_schur_block).
         S = self._columns(indices)
         if self._rank:
             G = self.factor
             S = S - G @ G[indices].T
         return S
 
-    def _pivot_block(self, indices):
-        # The whole residual block is kept for _append: the cluster evaluates
-        # the kernel columns once, and only the B x B part comes back.
-        S = self._residual_columns(indices)
-        self._pending = (indices, S)
+    def _schur_block(self, S, indices):
         return np.asarray(S[indices].compute())
 
-    def _append(self, indices, transform):
+    def _append(self, S, transform):
         da = _dask().array
-        pending, S = self._pending or (None, None)
-        self._pending = None
-        if pending is None or not np.array_equal(pending, indices):
-            S = self._residual_columns(indices)  # a greedy pivot's column
         new_columns = S @ transform.astype(S.dtype, copy=False)
         new = da.asarray(new_columns).rechunk({0: self._chunks, 1: -1})
         new = new.astype(self.diagonal.dtype, copy=False).persist()

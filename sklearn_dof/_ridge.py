@@ -616,6 +616,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "store_cv_results=True requires cv=None (efficient leave-one-out)."
             )
+        if self.cv is not None and _dask.is_dask_array(X):
+            raise NotImplementedError(
+                f"{type(self).__name__}(cv={self.cv!r}) on a dask array: the "
+                "splitters need the feature matrix in memory. Use cv=None, the "
+                "efficient leave-one-out (or GCV), which runs as block reductions."
+            )
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         if X.shape[0] < 2:
             raise ValueError(

@@ -188,7 +188,16 @@ class PartialCholesky:
             grown[:, : self._rank] = self._G[:, : self._rank]
             self._G = grown
 
-    def _pivot_block(self, indices):
+    # The storage interface, which the Dask factor implements too: the
+    # residual columns S = K(:, B) - G G_B^T of a block of pivots (here the
+    # indices B alone: the columns are computed by blocks of rows when they
+    # are appended), their B x B part, and the append of S T to G.
+
+    def _schur_columns(self, indices):
+        """A handle on the residual columns ``K(:, B) - G G_B^T``."""
+        return indices
+
+    def _schur_block(self, columns, indices):
         """``S_BB``, the Schur complement of the current factor on ``B``."""
         S_BB = self._columns(indices, rows=indices)
         if self._rank:
@@ -223,8 +232,9 @@ class PartialCholesky:
         n = self._G.shape[0]
         for_row_blocks(work, n, max(G.shape[1], indices.size))
 
-    def _append(self, indices, transform):
+    def _append(self, columns, transform):
         """Append the columns ``(K(:, B) - G G_B^T) transform`` to ``G``."""
+        indices = columns
         k = transform.shape[1]
         self._make_room(k)
         transform = transform.astype(self._G.dtype, copy=False)
@@ -254,12 +264,13 @@ class PartialCholesky:
         if indices.size == 0:
             return
         self.pivots.extend(indices.tolist())
-        S_BB = self._pivot_block(indices)
+        columns = self._schur_columns(indices)
+        S_BB = self._schur_block(columns, indices)
         S_BB = 0.5 * (S_BB + S_BB.T)
         tol = self.rtol * self._scale * max(1, indices.size)
         transform = _pivot_transform(S_BB.astype(np.float64), tol)
         if transform.shape[1]:
-            self._append(indices, transform)
+            self._append(columns, transform)
 
     def add_random(self, n_pivots, random_state=None, block_size=None):
         """Randomly pivoted (block) Cholesky: pivots drawn from the residual.
