@@ -101,7 +101,7 @@ class _GramSum:
     (lower triangle only, mirrored once at the end): no scratch array, no
     second pass over it.  On more threads that would put a second OpenBLAS
     thread pool beside numpy's, alternating with it in the loop, and the two
-    fight for the cores: a fit took a third longer on two threads, measured.
+    fight for the cores (doc/architecture.rst, measurements).
     """
 
     __slots__ = ("total", "scratch", "lower_only")

@@ -116,27 +116,26 @@ class _TriangularFeatures:
     one, but only scipy exposes it, and scipy's BLAS is a second OpenBLAS
     beside numpy's: called between numpy's kernel products and Gram
     updates, the two libraries' threads, each pool waiting busily for its
-    next call, compete for the cores.  Measured on float32 fits of
-    ``DoFKernelRidge`` (n = 100,000, p = 2000, on the 2-core benchmark
-    machine): on two threads the general product in numpy's BLAS took 11%
-    less time, on one thread the triangular one 22% less.  So ``trmm`` is
-    used when the BLAS runs one thread (``OMP_NUM_THREADS=1``,
+    next call, compete for the cores: on several threads the general
+    product in numpy's BLAS is the faster one, on one thread the triangular
+    one (doc/architecture.rst, measurements).  So ``trmm`` is used when the
+    BLAS runs one thread (``OMP_NUM_THREADS=1``,
     :func:`threadpoolctl.threadpool_limits`, joblib workers).
     """
 
-    def __init__(self, landmarks, kernel, params, factor, n_jobs=None):
+    def __init__(self, landmarks, kernel, params, triangular, n_jobs=None):
         self.landmarks = landmarks
         self.kernel = kernel
         self.params = params
-        self.factor = factor
+        self.triangular = triangular
         self.n_jobs = n_jobs
         self.triangular_product = _one_blas_thread()
 
     def __call__(self, X):
         K = kernel_block(X, self.landmarks, self.kernel, self.params, self.n_jobs)
-        if self.factor is None:  # the kernel basis: K(x, I) itself
+        if self.triangular is None:  # the kernel basis: K(x, I) itself
             return K
-        T = self.factor.astype(K.dtype, copy=False)
+        T = self.triangular.astype(K.dtype, copy=False)
         # scipy's trmm holds the GIL: numpy's product in a worker thread.
         if not self.triangular_product or _parallel.in_worker():
             return K @ T

@@ -141,8 +141,9 @@ class _Pool:
 
     (``concurrent.futures.ThreadPoolExecutor`` starts its threads lazily and
     counts idle ones by a semaphore that a thread finishing several quick
-    tasks over-releases: measured on 16 cores, passes of 16 groups ran on 9
-    to 12 threads, two rounds where one was due.)
+    tasks over-releases, so that a pass of ``k`` groups can run on fewer
+    than ``k`` threads, in two rounds where one was due; doc/architecture.rst,
+    measurements.)
     """
 
     def __init__(self):

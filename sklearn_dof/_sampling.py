@@ -55,10 +55,9 @@ def _address_space(n_rows, n_columns, dtype):
 
     numpy advises the kernel to back its large arrays by transparent huge
     pages.  A factor is written a few columns at a time, after its room is
-    reserved, and where the hypervisor provides memory lazily (the
-    benchmark machine) a fresh huge page costs about 2 ms per MB at first
-    touch, small pages about 0.5 ms: the automatic rank's estimate at
-    n = 100,000 (256 columns, 200 MB) took 0.6 s less.  Private anonymous
+    reserved, and where the hypervisor provides memory lazily a fresh huge
+    page costs several times more per byte at first touch than small pages
+    (doc/architecture.rst, measurements).  Private anonymous
     memory from ``mmap`` gets no such advice; elsewhere (no ``MAP_PRIVATE``),
     ``np.empty``.
     """
@@ -321,10 +320,9 @@ class PartialCholesky:
         pivots are taken from them while the largest residual, ties broken
         by the smallest index as ``np.argmax`` does, is a candidate: the
         same pivots as one at a time.  A batch is twice as wide as the
-        previous one's yield (between 8 and ``_GREEDY_WIDTH``).  Measured at
-        n = 100,000 (RBF in 8 dimensions, 1000 pivots, two threads,
-        ``benchmarks/bench_greedy.py``): 6.5 s against 17.4 s one pivot at a
-        time.
+        previous one's yield (between 8 and ``_GREEDY_WIDTH``).  (Matrix
+        products instead of matrix-vector ones: doc/architecture.rst,
+        measurements.)
         """
         tol = self.rtol * self._scale
         n = self.residual.shape[0]
