@@ -1,678 +1,263 @@
 """Compare the automatic-rank Nystroem model with exact kernel ridge regression.
 
-Run ``python -m sklearn_dof`` (or the ``sklearn-dof`` console script) to fit
+``python -m sklearn_dof`` (or the ``sklearn-dof`` script) fits
+:class:`~sklearn_dof.DoFKernelRidge`, whose rank ``p`` follows the estimated
+degrees of freedom, and :class:`~sklearn.kernel_ridge.KernelRidge` with the
+same kernel and ``alpha`` (scikit-learn's scale: ``n_train`` times the paper's
+``lambda``) on a train/test split, and prints per data set and landmark rule
+the degrees of freedom, the rank, both test errors and both fit times.
 
-* ``make_pipeline(DoFNystroem(alpha=a), Ridge(alpha=a, fit_intercept=False))``,
-  whose rank ``p`` follows the estimated degrees of freedom, and
-* ``KernelRidge(alpha=a)`` with the same kernel and the same ``alpha``
-
-on one train/test split and print, per data set and landmark sampling rule,
-the estimated degrees of freedom, the chosen rank, both test errors, their
-ratio and both fit times.  ``alpha`` is on scikit-learn's scale,
-``alpha = n_train * lambda`` with the paper's ``lambda``.
-
-Without arguments the data are the synthetic periodic-spline problems of
-Bach (COLT 2013, Section 4), built in memory by
-:func:`~sklearn_dof.datasets.make_periodic_spline` (kernel eigenvalues
-``i^(-2 beta)`` for ``beta`` in 1 and 2, target coefficients ``i^(-8)``,
-unit noise); their test error is measured against the noiseless target.
-With ``--data`` the data are a user's CSV or NPZ file, standardised on the
-training split; their test error is measured against the observed target.
+Without ``--data``: the periodic-spline problems of Bach (COLT 2013, Sec. 4),
+kernel eigenvalues ``i^(-2 beta)`` for ``beta`` in 1 and 2, target
+coefficients ``i^(-8)``, unit noise, test error against the noiseless target.
+With ``--data``: a CSV or NPZ file, standardised on the training rows, test
+error against the observed target, ``lambda`` chosen by
+:class:`~sklearn.model_selection.GridSearchCV` unless ``--alpha`` is given.
 
 Examples
 --------
-The default comparison (a few seconds on two cores)::
+::
 
     python -m sklearn_dof
-
-A CSV file whose target is the column named ``price``, exact ridge skipped::
-
     python -m sklearn_dof --data houses.csv --target price --no-exact
-
-An NPZ file holding arrays ``X`` and ``y``, a Laplacian kernel, greedy
-pivoted landmarks only::
-
     python -m sklearn_dof --data cpu_small.npz --kernel laplacian --sampling pivoted
 """
 
 import argparse
-import csv
+import math
 import sys
 import time
 import zipfile
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.kernel_ridge import KernelRidge
-from sklearn.linear_model import Ridge
-from sklearn.model_selection import KFold, train_test_split
+from sklearn.model_selection import GridSearchCV, KFold, train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from ._nystroem import DoFNystroem
-from .datasets import make_periodic_spline
+from sklearn_dof import DoFKernelRidge
+from sklearn_dof.datasets import make_periodic_spline
 
-# The default problems, as (beta, delta, lambda).  delta = 8 is the target of
-# the paper's Figure 2; beta = 4 and 8 are left out because their kernel
-# matrix is summed term by term, which takes tens of seconds for 3000 points.
-# lambda minimises the test error of exact kernel ridge against the
-# noiseless target, averaged over three problems with n_train=2000,
-# n_test=1000, noise=1 and seeds 101-103 (none of them the default seed 0),
-# on the grid 10 ** (-3 + k / 8); the minimum is flat within a factor of
-# about 2 in lambda.  The values are tuned for the default --n-train.
-DEFAULT_PROBLEMS = ((1, 8, 0.024), (2, 8, 0.0075))
-DEFAULT_NOISE = 1.0
-DEFAULT_N_TRAIN = 2000
-DEFAULT_N_TEST = 1000
-
-# User data: exact kernel ridge costs O(n^3) time and O(n^2) memory.
-DEFAULT_N_SAMPLES = 5000
-DEFAULT_TEST_SIZE = 0.25
-
-# Default penalty for user data: lambda on this grid, picked by K-fold
-# cross-validation of exact kernel ridge on a subsample of the training rows
-# so that the search costs far less than the comparison itself.
-CV_LAMBDAS = np.logspace(-6, 0, 13)
-CV_MAX_ROWS = 1000
-CV_FOLDS = 3
-
-# Positive semi-definite kernels of sklearn.metrics.pairwise: the Nystroem
-# method needs a PSD kernel, so "sigmoid" and the chi2 kernels are left out.
+# (beta, delta, lambda).  beta = 4 and 8 are left out: their kernel is summed
+# term by term, tens of seconds for 3000 points.  Each lambda minimises the
+# exact ridge error on seeds 101-103 (not the default 0) at n_train = 2000,
+# hence suits the default --n-train; the minimum is flat within a factor 2.
+SPLINE_PROBLEMS = ((1, 8, 0.024), (2, 8, 0.0075))
+# Exact kernel ridge costs O(n^3): a user's rows are capped by default.
+N_SAMPLES, TEST_SIZE = 5000, 0.25
+# The search runs on a subsample so that it costs less than the comparison.
+CV_LAMBDAS, CV_FOLDS, CV_MAX_ROWS = np.logspace(-6, 0, 13), 3, 1000
+# Positive semi-definite kernels only: the Nystroem method needs one.
 KERNELS = ("rbf", "laplacian", "polynomial", "linear", "cosine")
-
-COLUMNS = (
-    "data",
-    "sampling",
-    "n",
-    "alpha",
-    "d_max",
-    "d_eff",
-    "p",
-    "MSE nystroem",
-    "MSE exact",
-    "ratio",
-    "t nystroem",
-    "t exact",
+# The table's columns and the format of their values.
+COLUMNS = {"data": "", "sampling": "", "n": "d", "alpha": ".4g", "d_max": ".1f"}
+COLUMNS |= {"d_eff": ".1f", "p": "d", "MSE nystroem": ".4g", "MSE exact": ".4g"}
+COLUMNS |= {"ratio": ".3f", "t nystroem": ".2f", "t exact": ".2f"}
+ROW = (  # "data" takes the width w of the longest name
+    "{:<{w}}  {:<8}  {:>5}  {:>7}  {:>6}  {:>6}  {:>5}"
+    "  {:>12}  {:>9}  {:>5}  {:>10}  {:>7}"
 )
-
-
-class InputError(ValueError):
-    """A problem with the user's input, reported as a usage error."""
-
-
-@dataclass
-class Task:
-    """One train/test problem and the models' settings for it."""
-
-    name: str
-    X_train: np.ndarray
-    y_train: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
-    alpha: float
-    kernel: str
-    kernel_params: dict = field(default_factory=dict)
-    # User data are standardised inside the models; the synthetic problems
-    # come as kernel matrices with a centred target, which need no scaling.
-    standardize: bool = False
-
-
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def _positive_float(text):
-    value = float(text)
-    if not value > 0 or not np.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _fraction(text):
-    value = float(text)
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1: {text}")
-    return value
-
-
-def build_parser():
-    """Command-line parser of ``python -m sklearn_dof``.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-    """
-    parser = argparse.ArgumentParser(
-        prog="python -m sklearn_dof",
-        description=(
-            "Fit the Nystroem model whose rank follows the estimated degrees of "
-            "freedom (DoFNystroem + Ridge) and exact KernelRidge with the same "
-            "kernel and alpha, and print their test errors and fit times. "
-            "Without --data: the periodic-spline problems of Bach (COLT 2013), "
-            "beta = 1 and 2, delta = 8, noise 1, test error against the "
-            "noiseless target."
-        ),
-        epilog=(
-            "alpha is on scikit-learn's scale: alpha = n_train * lambda. "
-            "Table columns: d_max and d_eff are the estimated maximal marginal "
-            "and effective degrees of freedom, p the rank chosen from d_max, "
-            "ratio = MSE nystroem / MSE exact, t the fit times in seconds."
-        ),
-    )
-    parser.add_argument(
-        "--alpha",
-        type=_positive_float,
-        default=None,
-        help=(
-            "ridge penalty of both models (default: for --data, "
-            f"n_train * lambda with lambda chosen by {CV_FOLDS}-fold "
-            f"cross-validation of exact KernelRidge on at most {CV_MAX_ROWS} "
-            "training rows over lambda = 1e-6, 10^-5.5, ..., 1; for the "
-            "default data, a lambda tuned once per problem on other seeds)"
-        ),
-    )
-    parser.add_argument(
-        "--sampling",
-        choices=("uniform", "pivoted", "both"),
-        default="both",
-        help="landmark selection; 'both' gives one row per rule (default: both)",
-    )
-    parser.add_argument(
-        "--random-state",
-        type=int,
-        default=0,
-        help="seed of the data, the split and the landmarks (default: 0)",
-    )
-    parser.add_argument(
-        "--no-exact",
-        action="store_true",
-        help="skip exact KernelRidge (its columns then show '-')",
-    )
-
-    user = parser.add_argument_group("user data (only with --data)")
-    user.add_argument(
-        "--data",
-        metavar="PATH",
-        help=(
-            "a .npz file with arrays X (n, d) and y (n,) (other arrays, such "
-            "as a fixed split 'is_test', are ignored), or a numeric .csv file "
-            "with an optional header row"
-        ),
-    )
-    user.add_argument(
-        "--target",
-        metavar="NAME_OR_INDEX",
-        help="CSV only: target column, by header name or index (default: last)",
-    )
-    user.add_argument(
-        "--kernel",
-        choices=KERNELS,
-        default=None,
-        help="kernel (default: rbf)",
-    )
-    user.add_argument(
-        "--gamma",
-        type=_positive_float,
-        default=None,
-        help=(
-            "kernel parameter gamma (default: 1 / (n_features * X.var()) on "
-            "the standardised training rows, scikit-learn's 'scale')"
-        ),
-    )
-    user.add_argument(
-        "--n-samples",
-        type=_positive_int,
-        default=None,
-        help=(
-            "use at most this many rows, drawn at random, since exact kernel "
-            f"ridge is O(n^3) (default: {DEFAULT_N_SAMPLES})"
-        ),
-    )
-    user.add_argument(
-        "--test-size",
-        type=_fraction,
-        default=None,
-        help=f"fraction of rows held out for testing (default: {DEFAULT_TEST_SIZE})",
-    )
-
-    synthetic = parser.add_argument_group("default synthetic data (without --data)")
-    synthetic.add_argument(
-        "--n-train",
-        type=_positive_int,
-        default=None,
-        help=(
-            f"training points (default: {DEFAULT_N_TRAIN}; the built-in lambdas "
-            "are tuned for this size)"
-        ),
-    )
-    synthetic.add_argument(
-        "--n-test",
-        type=_positive_int,
-        default=None,
-        help=f"test points (default: {DEFAULT_N_TEST})",
-    )
-    return parser
-
-
-def _check_options(args, parser):
-    """Refuse options that do not apply to the chosen data, rather than ignore them."""
-    user_only = ["target", "kernel", "gamma", "n_samples", "test_size"]
-    synthetic_only = ["n_train", "n_test"]
-    wrong = synthetic_only if args.data is not None else user_only
-    given = [name for name in wrong if getattr(args, name) is not None]
-    given = ["--" + name.replace("_", "-") for name in given]
-    if given:
-        where = "only without" if args.data is not None else "only with"
-        parser.error(f"{', '.join(given)} can be used {where} --data")
-
-
-# ---------------------------------------------------------------------------
-# Reading the user's data
-
-
-def _load_npz(path):
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise InputError(f"cannot read {path} as an NPZ file: {exc}") from exc
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise InputError(f"{path} holds a single array, not arrays X and y")
-    with archive:
-        missing = [key for key in ("X", "y") if key not in archive.files]
-        if missing:
-            raise InputError(
-                f"{path} has no array {' or '.join(missing)}; an NPZ file needs "
-                f"arrays X and y (found: {', '.join(archive.files) or 'none'})"
-            )
-        try:
-            X, y = archive["X"], archive["y"]
-        except ValueError as exc:  # object arrays need pickle, which is refused
-            raise InputError(f"cannot read X and y from {path}: {exc}") from exc
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
-        raise InputError(
-            f"{path}: X must have shape (n, d) and y shape (n,); "
-            f"got {X.shape} and {y.shape}"
-        )
-    return X, y
-
-
-def _read_header(path):
-    """Column names if the first line of the CSV is not numeric, else None."""
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        first = next(csv.reader(handle), None)
-    if first is None:
-        raise InputError(f"{path} is empty")
-    try:
-        [float(cell) for cell in first]
-    except ValueError:
-        return [cell.strip() for cell in first]
-    return None
-
-
-def _target_index(target, header, n_columns):
-    """Column index of ``--target``: a header name first, then an integer."""
-    if target is None:
-        return n_columns - 1
-    if header is not None and target in header:
-        return header.index(target)
-    try:
-        index = int(target)
-    except ValueError:
-        names = "" if header is None else f"; columns: {', '.join(header)}"
-        raise InputError(f"--target {target!r} is not a column{names}") from None
-    if not -n_columns <= index < n_columns:
-        raise InputError(
-            f"--target {index} is out of range for a file with {n_columns} columns"
-        )
-    return index % n_columns
-
-
-def _load_csv(path, target):
-    header = _read_header(path)
-    try:
-        data = np.loadtxt(
-            path,
-            delimiter=",",
-            skiprows=0 if header is None else 1,
-            ndmin=2,
-            encoding="utf-8-sig",
-        )
-    except ValueError as exc:
-        raise InputError(f"cannot read {path} as a numeric CSV file: {exc}") from exc
-    if data.shape[1] < 2:
-        raise InputError(f"{path} needs at least two columns (features and target)")
-    index = _target_index(target, header, data.shape[1])
-    return np.delete(data, index, axis=1), data[:, index]
-
-
-def load_data(path, target=None):
-    """Read a user's NPZ or CSV file.
-
-    Parameters
-    ----------
-    path : str or Path
-        ``.npz`` file with arrays ``X`` and ``y``, or numeric ``.csv`` file.
-    target : str, default=None
-        CSV only: name or index of the target column, the last if None.
-
-    Returns
-    -------
-    X : ndarray of shape (n_samples, n_features)
-    y : ndarray of shape (n_samples,)
-
-    Raises
-    ------
-    InputError
-        If the file is missing, unreadable, or not numeric and finite.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"no such file: {path}")
-    suffix = path.suffix.lower()
-    if suffix == ".npz":
-        if target is not None:
-            raise InputError("--target applies to CSV files; an NPZ file has its y")
-        X, y = _load_npz(path)
-    elif suffix == ".csv":
-        X, y = _load_csv(path, target)
-    else:
-        raise InputError(f"{path}: expected a .npz or .csv file")
-    try:
-        X, y = X.astype(np.float64), y.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{path}: X and y must be numeric ({exc})") from exc
-    if not (np.isfinite(X).all() and np.isfinite(y).all()):
-        raise InputError(f"{path} holds NaN or infinite values; impute them first")
-    if X.shape[0] < 2 * CV_FOLDS:
-        raise InputError(f"{path} has {X.shape[0]} rows; at least 6 are needed")
-    return X, y
-
-
-# ---------------------------------------------------------------------------
-# Problems
-
-
-def synthetic_tasks(n_train, n_test, random_state):
-    """The default periodic-spline problems, one per kernel decay ``beta``.
-
-    The kernel matrix is precomputed: the models see the train block
-    ``K[train][:, train]`` and the test block ``K[test][:, train]``, and the
-    test targets are the noiseless values ``f``.
-
-    Yields
-    ------
-    task : Task
-    """
-    train, test = slice(0, n_train), slice(n_train, n_train + n_test)
-    for beta, delta, lam in DEFAULT_PROBLEMS:
-        data = make_periodic_spline(
-            n_train + n_test,
-            beta=beta,
-            delta=delta,
-            design="uniform",
-            noise=DEFAULT_NOISE,
-            random_state=random_state,
-        )
-        yield Task(
-            name=f"spline beta={beta} delta={delta}",
-            X_train=data.K[train, train],
-            y_train=data.y[train],
-            X_test=data.K[test, train],
-            y_test=data.f[test],
-            alpha=n_train * lam,
-            kernel="precomputed",
-        )
-
-
-def user_task(path, X, y, args):
-    """Split, subsample and set the kernel of a user's data set.
-
-    Returns
-    -------
-    task : Task
-    notes : list of str
-        What was chosen on the user's behalf, to print above the table.
-    """
-    notes = []
-    rng = np.random.RandomState(args.random_state)
-    n_samples = args.n_samples or DEFAULT_N_SAMPLES
-    if X.shape[0] > n_samples:
-        notes.append(
-            f"using {n_samples} of {X.shape[0]} rows, drawn at random (--n-samples)"
-        )
-        rows = np.sort(rng.choice(X.shape[0], n_samples, replace=False))
-        X, y = X[rows], y[rows]
-    X_train, X_test, y_train, y_test = train_test_split(
-        X,
-        y,
-        test_size=args.test_size or DEFAULT_TEST_SIZE,
-        random_state=args.random_state,
-    )
-
-    kernel = args.kernel or "rbf"
-    gamma = args.gamma
-    if gamma is None:
-        # scikit-learn's gamma="scale", written out because DoFNystroem and
-        # KernelRidge take a number; computed where the kernel sees the data,
-        # after standardisation.
-        # (Constant features: variance 0, and gamma="scale" then takes 1.)
-        variance = StandardScaler().fit_transform(X_train).var()
-        gamma = 1.0 / (X.shape[1] * variance) if variance > 0 else 1.0
-    task = Task(
-        name=Path(path).name,
-        X_train=X_train,
-        y_train=y_train,
-        X_test=X_test,
-        y_test=y_test,
-        alpha=np.nan,  # set below, from --alpha or by cross-validation
-        kernel=kernel,
-        kernel_params={"gamma": gamma},
-        standardize=True,
-    )
-    notes.append(
-        f"kernel={kernel}, gamma={gamma:.4g}; X standardised and y centred and "
-        "scaled on the training rows"
-    )
-    if args.alpha is not None:
-        task = replace(task, alpha=args.alpha)
-    else:
-        lam, n_cv = select_lambda(task, args.random_state)
-        task = replace(task, alpha=X_train.shape[0] * lam)
-        notes.append(
-            f"alpha = n_train * lambda, lambda = {lam:.3g} chosen by {CV_FOLDS}-fold "
-            f"cross-validation of exact KernelRidge on {n_cv} training rows"
-        )
-    return task, notes
-
-
-# ---------------------------------------------------------------------------
-# Models
-
-
-def make_models(task, sampling, random_state):
-    """The Nystroem model and exact kernel ridge, with the same kernel and alpha.
-
-    Returns
-    -------
-    nystroem, exact : estimators
-    """
-    # User data: X standardised for the kernel, fitted on the training rows.
-    scale_x = [StandardScaler()] if task.standardize else []
-    nystroem = make_pipeline(
-        *scale_x,
-        DoFNystroem(
-            kernel=task.kernel,
-            alpha=task.alpha,
-            sampling=sampling,
-            random_state=random_state,
-            **task.kernel_params,
-        ),
-        # The features already span the kernel's range; an intercept would be
-        # an unpenalised extra feature that exact kernel ridge does not have.
-        Ridge(alpha=task.alpha, fit_intercept=False),
-    )
-    exact = make_pipeline(
-        *[StandardScaler() for _ in scale_x],
-        KernelRidge(alpha=task.alpha, kernel=task.kernel, **task.kernel_params),
-    )
-    if task.standardize:
-        # Neither model has an intercept, so a user's y is centred (and
-        # scaled, which changes nothing else) for both.
-        nystroem, exact = (
-            TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
-            for model in (nystroem, exact)
-        )
-    return nystroem, exact
-
-
-def _fitted_nystroem(model):
-    """The fitted DoFNystroem step of a model built by :func:`make_models`."""
-    pipeline = getattr(model, "regressor_", model)
-    return pipeline[-2]
-
-
-def select_lambda(task, random_state):
-    """lambda = alpha / n minimising the cross-validated error of exact ridge.
-
-    Returns
-    -------
-    lam : float
-    n_rows : int
-        Number of training rows the search used.
-    """
-    X, y = task.X_train, task.y_train
-    if X.shape[0] > CV_MAX_ROWS:
-        rows = np.random.RandomState(random_state).choice(
-            X.shape[0], CV_MAX_ROWS, replace=False
-        )
-        X, y = X[rows], y[rows]
-    folds = list(KFold(CV_FOLDS, shuffle=True, random_state=random_state).split(X))
-    errors = []
-    for lam in CV_LAMBDAS:
-        error = 0.0
-        for fit_rows, val_rows in folds:
-            # lambda, not alpha, is what carries over between sample sizes.
-            task_cv = replace(task, alpha=lam * len(fit_rows))
-            _, exact = make_models(task_cv, "uniform", random_state)
-            exact.fit(X[fit_rows], y[fit_rows])
-            error += np.mean((exact.predict(X[val_rows]) - y[val_rows]) ** 2)
-        errors.append(error)
-    return float(CV_LAMBDAS[int(np.argmin(errors))]), X.shape[0]
-
-
-def _fit_and_score(model, task):
-    start = time.perf_counter()
-    model.fit(task.X_train, task.y_train)
-    seconds = time.perf_counter() - start
-    mse = float(np.mean((model.predict(task.X_test) - task.y_test) ** 2))
-    return mse, seconds
-
-
-def run_task(task, samplings, exact, random_state):
-    """Fit the models on one task.
-
-    Parameters
-    ----------
-    task : Task
-    samplings : tuple of str
-        Landmark rules, one table row each.
-    exact : bool
-        Whether to fit exact kernel ridge (once, shared by the rows).
-    random_state : int
-
-    Returns
-    -------
-    rows : list of dict
-    """
-    exact_mse = exact_seconds = None
-    if exact:
-        _, exact_model = make_models(task, samplings[0], random_state)
-        exact_mse, exact_seconds = _fit_and_score(exact_model, task)
-    rows = []
-    for sampling in samplings:
-        model, _ = make_models(task, sampling, random_state)
-        mse, seconds = _fit_and_score(model, task)
-        nys = _fitted_nystroem(model)
-        rows.append(
-            {
-                "data": task.name,
-                "sampling": sampling,
-                "n": task.X_train.shape[0],
-                "alpha": task.alpha,
-                "d_max": nys.dof_,
-                "d_eff": nys.effective_dof_,
-                "p": nys.n_components_,
-                "MSE nystroem": mse,
-                "MSE exact": exact_mse,
-                # No ratio without an exact run, nor when it fits exactly.
-                "ratio": None if not exact_mse else mse / exact_mse,
-                "t nystroem": seconds,
-                "t exact": exact_seconds,
-            }
-        )
-    return rows
-
-
-# ---------------------------------------------------------------------------
-# Output
-
-_FORMATS = {
-    "alpha": "{:.4g}",
-    "d_max": "{:.1f}",
-    "d_eff": "{:.1f}",
-    "MSE nystroem": "{:.4g}",
-    "MSE exact": "{:.4g}",
-    "ratio": "{:.3f}",
-    "t nystroem": "{:.2f}",
-    "t exact": "{:.2f}",
-}
-
-
-def format_table(rows, columns=COLUMNS):
-    """Plain-text table, text left-aligned and numbers right-aligned.
-
-    Parameters
-    ----------
-    rows : list of dict
-        Values by column name; None prints as ``-``.
-    columns : sequence of str, default=COLUMNS
-
-    Returns
-    -------
-    table : str
-    """
-
-    def cell(column, value):
-        if value is None:
-            return "-"
-        return _FORMATS.get(column, "{}").format(value)
-
-    cells = [list(columns)] + [[cell(c, row[c]) for c in columns] for row in rows]
-    widths = [max(len(line[j]) for line in cells) for j in range(len(columns))]
-    left = {"data", "sampling"}
-
-    def render(line):
-        return "  ".join(
-            text.ljust(width) if column in left else text.rjust(width)
-            for column, text, width in zip(columns, line, widths, strict=True)
-        ).rstrip()
-
-    rule = "  ".join("-" * width for width in widths)
-    return "\n".join([render(cells[0]), rule] + [render(line) for line in cells[1:]])
-
-
 LEGEND = (
     "d_max, d_eff: estimated maximal marginal and effective degrees of freedom; "
     "p: Nystroem rank chosen from d_max; ratio = MSE nystroem / MSE exact "
     "(KernelRidge, same kernel and alpha); t: fit times in seconds."
 )
+
+
+def _number(kind, low, high=np.inf):
+    """An argparse ``type``: a number of ``kind`` in the open ``(low, high)``."""
+
+    def parse(text):
+        value = kind(text)
+        if not low < value < high:
+            raise argparse.ArgumentTypeError(f"must lie in ({low}, {high}): {text}")
+        return value
+
+    return parse
+
+
+def _parser():
+    """The options; :func:`main` refuses those of the other kind of data."""
+    parser = argparse.ArgumentParser(
+        prog="python -m sklearn_dof",
+        description=__doc__.split("\n\n")[0],
+        epilog=f"Default alpha: n_train * lambda, lambda tuned per spline problem "
+        f"on other seeds or, with --data, chosen by {CV_FOLDS}-fold GridSearchCV "
+        f"on at most {CV_MAX_ROWS} training rows among 1e-6, 10^-5.5, ..., 1.  "
+        + LEGEND,
+    )
+    positive, count = _number(float, 0), _number(int, 0)
+    add = parser.add_argument
+    add("--alpha", type=positive, help="penalty of both models (default: below)")
+    add(
+        "--sampling",
+        choices=("uniform", "pivoted", "both"),
+        default="both",
+        help="landmark rule; 'both' prints a row for each (default: both)",
+    )
+    add("--random-state", type=int, default=0, help="seed of data, split, landmarks")
+    add("--no-exact", action="store_true", help="skip exact KernelRidge")
+    add = parser.add_argument_group("user data (only with --data)").add_argument
+    add("--data", metavar="PATH", help=".npz (arrays X, y) or numeric .csv file")
+    add("--target", help="CSV target column, by header name or index (default: -1)")
+    add("--kernel", choices=KERNELS, help="kernel (default: rbf)")
+    add(
+        "--gamma",
+        type=positive,
+        help="kernel parameter (default: 1 / (n_features * X.var()) of the "
+        "standardised training rows, scikit-learn's 'scale')",
+    )
+    add(
+        "--n-samples",
+        type=count,
+        help="use at most this many rows, drawn at random, as exact kernel ridge "
+        f"costs O(n^3) (default: {N_SAMPLES})",
+    )
+    add(
+        "--test-size",
+        type=_number(float, 0, 1),
+        help=f"fraction of the rows held out for testing (default: {TEST_SIZE})",
+    )
+    add = parser.add_argument_group("spline data (without --data)").add_argument
+    add(
+        "--n-train",
+        type=count,
+        help="training points (default: 2000, the size the lambdas are tuned for)",
+    )
+    add("--n-test", type=count, help="test points (default: 1000)")
+    return parser
+
+
+def _load(path, target):
+    """``X`` and ``y`` of a user's file; ValueError if unusable."""
+    path, suffix = Path(path), Path(path).suffix.lower()
+    if not path.is_file():
+        raise ValueError("no such file")
+    if suffix not in (".npz", ".csv"):
+        raise ValueError("expected a .npz or .csv file")
+    if suffix == ".npz":
+        if target is not None:
+            raise ValueError("--target applies to CSV files; an NPZ file has its y")
+        with open(path, "rb") as handle:
+            archive = np.load(handle, allow_pickle=False)
+            names = getattr(archive, "files", [])  # a lone array has no names
+            if "X" not in names or "y" not in names:
+                raise ValueError(f"has no array X or y, only {', '.join(names) or '-'}")
+            X, y = archive["X"], archive["y"]
+    else:
+        with open(path, encoding="utf-8-sig") as handle:
+            header = [cell.strip() for cell in handle.readline().split(",")]
+        if header == [""]:
+            raise ValueError("the file is empty")
+        try:
+            np.asarray(header, dtype=np.float64)
+            header = None  # numbers, not column names
+        except ValueError:
+            pass
+        try:
+            data = np.loadtxt(
+                path, delimiter=",", skiprows=int(header is not None), ndmin=2
+            )
+        except ValueError as exc:
+            raise ValueError(f"cannot read it as a numeric CSV file: {exc}") from None
+        index = -1 if target is None else target
+        index = header.index(target) if header and target in header else index
+        try:  # a name not in the header, a non-integer, or an index out of range
+            X, y = np.delete(data, int(index), axis=1), data[:, int(index)]
+        except (ValueError, IndexError):
+            names = f"; columns: {', '.join(header)}" if header else ""
+            raise ValueError(f"--target {target!r} is not a column{names}") from None
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    X = X[:, None] if X.ndim == 1 else X
+    if X.ndim != 2 or y.shape != X.shape[:1] or X.shape[1] == 0:
+        raise ValueError(f"need X (n, d >= 1) and y (n,), not {X.shape}, {y.shape}")
+    if not (np.isfinite(X).all() and np.isfinite(y).all()):
+        raise ValueError("holds NaN or infinite values; impute them first")
+    return X, y
+
+
+def _nystroem(args, kernel, gamma, **params):
+    # No intercept, since exact kernel ridge has none.
+    params |= {"kernel": kernel, "gamma": gamma, "random_state": args.random_state}
+    return DoFKernelRidge(fit_intercept=False, **params)
+
+
+def _scaled(model):
+    # Neither model has an intercept, so y is centred (and scaled) for both.
+    return TransformedTargetRegressor(
+        make_pipeline(StandardScaler(), model), transformer=StandardScaler()
+    )
+
+
+def _spline_problems(args):
+    """Print what the default problems are, and yield them."""
+    n_train, n_test = args.n_train or 2000, args.n_test or 1000
+    print(
+        "Periodic-spline problems of Bach (COLT 2013, Sec. 4): precomputed kernel, "
+        "noise sd 1; test MSE against the noiseless target f."
+    )
+    for beta, delta, lam in SPLINE_PROBLEMS:
+        data = make_periodic_spline(
+            n_train + n_test, beta=beta, delta=delta, random_state=args.random_state
+        )
+        K, train, test = data.K, slice(n_train), slice(n_train, None)
+        split = K[train, train], K[test, train], data.y[train], data.f[test]
+        alpha = args.alpha or n_train * lam
+        yield f"spline beta={beta} delta={delta}", split, alpha, "precomputed", None
+
+
+def _user_problem(args, X, y):
+    """Subsample, split, and choose gamma and alpha for a user's data."""
+    print(f"Data {args.data}: test MSE against the observed target y.")
+    n_samples = args.n_samples or N_SAMPLES
+    if len(y) > n_samples:
+        print(f"using {n_samples} of {len(y)} rows, drawn at random (--n-samples)")
+        rng = np.random.RandomState(args.random_state)
+        rows = np.sort(rng.choice(len(y), n_samples, replace=False))
+        X, y = X[rows], y[rows]
+    split = train_test_split(
+        X, y, test_size=args.test_size or TEST_SIZE, random_state=args.random_state
+    )
+    kernel, gamma = args.kernel or "rbf", args.gamma
+    if gamma is None:  # gamma="scale" on the rows the kernel sees, 1 if constant
+        variance = StandardScaler().fit_transform(split[0]).var()
+        gamma = 1.0 / (X.shape[1] * variance) if variance > 0 else 1.0
+    print(f"kernel={kernel}, gamma={gamma:.4g}; X standardised, y centred and scaled")
+    alpha = args.alpha
+    if alpha is None:
+        # The split shuffled the rows: the first ones are a random subsample.
+        X_cv, y_cv = split[0][:CV_MAX_ROWS], split[2][:CV_MAX_ROWS]
+        # lambda, not alpha, carries over from the folds to all training rows.
+        n_fit = len(y_cv) * (CV_FOLDS - 1) // CV_FOLDS
+        search = GridSearchCV(
+            _scaled(_nystroem(args, kernel, gamma)),
+            {"regressor__dofkernelridge__alpha": n_fit * CV_LAMBDAS},
+            scoring="neg_mean_squared_error",
+            cv=KFold(CV_FOLDS, shuffle=True, random_state=args.random_state),
+            refit=False,
+        ).fit(X_cv, y_cv)
+        lam = search.best_params_["regressor__dofkernelridge__alpha"] / n_fit
+        alpha = len(split[2]) * lam
+        print(
+            f"alpha = n_train * lambda, lambda = {lam:.3g} chosen by {CV_FOLDS}-fold "
+            f"cross-validation (GridSearchCV) on {len(y_cv)} training rows"
+        )
+    return Path(args.data).name, split, alpha, kernel, gamma
+
+
+def _cell(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def _fit(model, X_train, X_test, y_train, y_test):
+    start = time.perf_counter()
+    model.fit(X_train, y_train)
+    seconds = time.perf_counter() - start
+    mse = float(np.mean((model.predict(X_test) - y_test) ** 2))
+    # The fitted estimator itself, out of the wrapping of _scaled.
+    return mse, seconds, getattr(model, "regressor_", [model])[-1]
 
 
 def main(argv=None):
@@ -681,55 +266,61 @@ def main(argv=None):
     Parameters
     ----------
     argv : list of str, default=None
-        Command-line arguments without the program name; ``sys.argv[1:]``
-        if None.
+        Arguments without the program name; ``sys.argv[1:]`` if None.
 
     Returns
     -------
     status : int
-        0 on success.  Usage and input errors exit with status 2 through
-        :meth:`argparse.ArgumentParser.error`.
+        0 on success; usage and input errors exit with status 2 instead.
     """
-    parser = build_parser()
+    parser = _parser()
     args = parser.parse_args(argv)
-    _check_options(args, parser)
-    samplings = ("uniform", "pivoted") if args.sampling == "both" else (args.sampling,)
-
+    # Refuse options that do not apply to the data, rather than ignore them.
+    user = ["target", "kernel", "gamma", "n_samples", "test_size"]
+    wrong = user if args.data is None else ["n_train", "n_test"]
+    given = [f"--{name.replace('_', '-')}" for name in wrong if vars(args)[name]]
+    if given:
+        where = "only with" if args.data is None else "only without"
+        parser.error(f"{', '.join(given)} can be used {where} --data")
     if args.data is None:
-        n_train = args.n_train or DEFAULT_N_TRAIN
-        n_test = args.n_test or DEFAULT_N_TEST
-        tasks = synthetic_tasks(n_train, n_test, args.random_state)
-        if args.alpha is not None:
-            tasks = (replace(task, alpha=args.alpha) for task in tasks)
-        print(
-            "Periodic-spline problems of Bach (COLT 2013, Sec. 4): uniform design "
-            f"on [0, 1), noise sd {DEFAULT_NOISE:g}, precomputed kernel; "
-            "test MSE against the noiseless target f."
-        )
+        problems, wrap = list(_spline_problems(args)), lambda model: model
     else:
         try:
-            X, y = load_data(args.data, args.target)
-        except InputError as exc:
-            parser.error(str(exc))
-        task, notes = user_task(args.data, X, y, args)
-        tasks = [task]
-        print(f"Data {args.data}: test MSE against the observed target y.")
-        for note in notes:
-            print(note)
-
+            X, y = _load(args.data, args.target)
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            parser.error(f"--data {args.data}: {exc}")
+        n_rows = min(len(y), args.n_samples or N_SAMPLES)
+        n_train = n_rows - math.ceil(n_rows * (args.test_size or TEST_SIZE))
+        if n_train < 2 * CV_FOLDS:  # too few for the folds of the search
+            parser.error(
+                f"--data {args.data} with --n-samples and --test-size: {n_train} "
+                f"training rows of {len(y)}; at least {2 * CV_FOLDS} are needed"
+            )
+        problems, wrap = [_user_problem(args, X, y)], _scaled
+    samplings = ("uniform", "pivoted") if args.sampling == "both" else (args.sampling,)
     rows = []
-    for task in tasks:
-        rows.extend(run_task(task, samplings, not args.no_exact, args.random_state))
-    print()
-    print(format_table(rows))
-    print()
-    print(LEGEND)
-    if any(row["p"] >= row["n"] / 2 for row in rows):
-        # Not an error, but the comparison then shows no saving: say why.
+    for name, split, alpha, kernel, gamma in problems:
+        exact = (None, None)
+        if not args.no_exact:
+            ridge = KernelRidge(alpha=alpha, kernel=kernel, gamma=gamma)
+            exact = _fit(wrap(ridge), *split)
+        for sampling in samplings:
+            model = _nystroem(args, kernel, gamma, alpha=alpha, sampling=sampling)
+            mse, seconds, model = _fit(wrap(model), *split)
+            dof = model.dof_, model.effective_dof_, model.n_components_
+            # No ratio where exact ridge predicts the test targets exactly.
+            ratio = mse / exact[0] if exact[0] else None
+            row = (name, sampling, len(split[2]), alpha, *dof, mse, exact[0], ratio)
+            rows.append((*row, seconds, exact[1]))
+    width = max([4] + [len(row[0]) for row in rows])  # at least len("data")
+    print("\n" + ROW.format(*COLUMNS, w=width))
+    for row in rows:
+        print(ROW.format(*map(_cell, row, COLUMNS.values()), w=width))
+    print("\n" + LEGEND)
+    if any(row[6] >= row[2] / 2 for row in rows):
         print(
-            "Some rows have p >= n / 2: at this alpha the degrees of freedom "
-            "leave little to save over exact kernel ridge; a larger --alpha "
-            "gives a smaller rank."
+            "Some rows have p >= n / 2: at this alpha the degrees of freedom leave "
+            "little to save over exact kernel ridge; a larger --alpha lowers p."
         )
     return 0
 
