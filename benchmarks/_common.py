@@ -22,10 +22,14 @@ import math
 
 import numpy as np
 from scipy import linalg
-from sklearn.utils import Bunch, check_random_state
+from sklearn.utils import Bunch
 
-from sklearn_dof import DegreesOfFreedom
-from sklearn_dof._sampling import PartialCholesky, _matrix_columns
+from sklearn_dof import (
+    DegreesOfFreedom,
+    partial_cholesky,
+    pivoted_cholesky,
+    uniform_columns,
+)
 from sklearn_dof.datasets import make_periodic_spline, periodic_spline_kernel
 
 # The paper's lambda range, wide enough that the optimum of every periodic
@@ -219,11 +223,13 @@ def prefix_path(G, y, f, alpha):
 
 
 def nested_factor(K, n_pivots, *, sampling="uniform", random_state=None):
-    """Grow one partial Cholesky factor of K a pivot at a time.
+    """One partial Cholesky factor of K whose column prefixes are nested.
 
-    Adding the pivots one by one (rather than as a block) keeps every prefix
-    of the factor's columns equal to the Nystroem approximation on a prefix of
-    the pivots, so :func:`prefix_path` scores all the ranks at once.
+    Every prefix of the factor's columns is the Nystroem approximation on a
+    prefix of the pivots, so :func:`prefix_path` scores all the ranks at
+    once: :func:`sklearn_dof.partial_cholesky` on a uniform order, or
+    :func:`sklearn_dof.pivoted_cholesky` (the same pivots as greedy pivoting
+    one at a time).
 
     Parameters
     ----------
@@ -248,28 +254,32 @@ def nested_factor(K, n_pivots, *, sampling="uniform", random_state=None):
     """
     n = K.shape[0]
     n_pivots = min(n_pivots, n)
-    chol = PartialCholesky(_matrix_columns(K), np.diag(K).copy())
     if sampling == "uniform":
-        order = check_random_state(random_state).permutation(n)
-    elif sampling != "pivoted":
+        pivots = uniform_columns(n, n_pivots, random_state=random_state)
+        G, rank = partial_cholesky(K, pivots)
+    elif sampling == "pivoted":
+        # Greedy pivoting stops once the residual is rounding noise: past
+        # that every further pivot adds no rank.
+        pivots, G = pivoted_cholesky(K, n_pivots)
+        rank = np.minimum(np.arange(n_pivots + 1), pivots.size)
+    else:
         raise ValueError(f"Unknown sampling {sampling!r}.")
-    rank = np.zeros(n_pivots + 1, dtype=np.intp)
-    trace = np.empty(n_pivots + 1)
-    top = np.empty(n_pivots + 1)
-    trace[0], top[0] = chol.residual.sum(), chol.residual.max()
-    for p in range(1, n_pivots + 1):
-        if sampling == "uniform":
-            chol.add(order[p - 1 : p])
-        else:
-            chol.add_greedy(1)
-        rank[p] = chol.rank
-        trace[p], top[p] = chol.residual.sum(), chol.residual.max()
+    # The residual diagonal diag(K - G_k G_k^T) of each rank k, one column
+    # of G at a time (clipped at zero as rounding leaves it).
+    residual = np.clip(np.diag(K).astype(np.float64), 0, None)
+    trace_of = np.empty(G.shape[1] + 1)
+    top_of = np.empty(G.shape[1] + 1)
+    trace_of[0], top_of[0] = residual.sum(), residual.max()
+    for k in range(G.shape[1]):
+        residual -= np.square(G[:, k], dtype=np.float64)
+        np.clip(residual, 0, None, out=residual)
+        trace_of[k + 1], top_of[k + 1] = residual.sum(), residual.max()
     return Bunch(
-        factor=chol.factor.copy(),
-        pivots=np.asarray(chol.pivots, dtype=np.intp),
+        factor=G,
+        pivots=np.asarray(pivots, dtype=np.intp),
         rank=rank,
-        residual_trace=trace,
-        residual_max=top,
+        residual_trace=trace_of[rank],
+        residual_max=top_of[rank],
     )
 
 

@@ -38,7 +38,7 @@ from scipy import linalg, optimize
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils import Bunch
 
-from sklearn_dof import pivoted_cholesky, uniform_columns
+from sklearn_dof import partial_cholesky, pivoted_cholesky, uniform_columns
 from sklearn_dof.datasets import periodic_spline_kernel
 
 TOL = 0.01  # "no loss": at most 1% worse than exact kernel ridge
@@ -359,7 +359,7 @@ def fit_slope(x, y):
 # Nested Nystroem factors and their prefixes
 
 
-def ordered_factor(K, order, rtol=RTOL, block=64):
+def ordered_factor(K, order, rtol=RTOL):
     """Nystroem factor of the columns of ``K`` taken in the given order.
 
     ``G[:, :r_p] G[:, :r_p]^T = K(:, I_p) K(I_p, I_p)^+ K(I_p, :)`` for every
@@ -367,8 +367,7 @@ def ordered_factor(K, order, rtol=RTOL, block=64):
     columns span: a column whose residual diagonal is below
     ``rtol * max(diag K)`` (a duplicate, or a direction already explained to
     rounding) adds none.  This is incomplete Cholesky with the pivots
-    imposed, computed a block of pivots at a time (one matrix product per
-    block, then the block's pivots one by one).
+    imposed, :func:`sklearn_dof.partial_cholesky`.
 
     With ``order = sklearn_dof.uniform_columns(n, p, seed)`` these are the
     landmarks ``DoFNystroem(sampling="uniform", random_state=seed)`` uses.
@@ -380,25 +379,9 @@ def ordered_factor(K, order, rtol=RTOL, block=64):
         ``G[pivots]`` is lower triangular) and ``rank`` (p_max + 1,), the
         rank after ``p`` columns.
     """
-    K = np.asarray(K, dtype=np.float64)
     order = np.asarray(order, dtype=np.intp)
-    n = K.shape[0]
-    G = np.empty((n, order.size))
-    threshold = rtol * max(float(np.diag(K).max()), np.finfo(float).tiny)
-    kept, rank = [], np.zeros(order.size + 1, dtype=np.intp)
-    r = 0
-    for start in range(0, order.size, block):
-        cols = order[start : start + block]
-        S = K[:, cols] - G[:, :r] @ G[cols, :r].T
-        r0 = r
-        for t, j in enumerate(cols):
-            col = S[:, t] - G[:, r0:r] @ G[j, r0:r]
-            if col[j] > threshold:
-                G[:, r] = col / math.sqrt(col[j])
-                kept.append(j)
-                r += 1
-            rank[start + t + 1] = r
-    return Bunch(G=G[:, :r], pivots=np.asarray(kept, dtype=np.intp), rank=rank)
+    G, rank = partial_cholesky(np.asarray(K, dtype=np.float64), order, rtol=rtol)
+    return Bunch(G=G, pivots=order[np.diff(rank) > 0], rank=rank)
 
 
 def uniform_factor(K, n_columns, random_state):

@@ -41,7 +41,7 @@ from sklearn.linear_model import Ridge
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
 from threadpoolctl import threadpool_limits
 
-from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
+from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV
 from sklearn_dof.datasets import make_periodic_spline
 
 N_ALPHAS = 13

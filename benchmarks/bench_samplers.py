@@ -14,7 +14,7 @@ For each problem and each sampler of :class:`sklearn_dof.DoFNystroem`
 4. where ``n_components="auto"`` lands (rank, ratio, fit time) and the
    constant ``p_min / d`` that each problem needs (``d = d_max`` for uniform
    and pivoted, ``d_eff`` for leverage and rpcholesky), which calibrates
-   :data:`sklearn_dof._rank.AUTO_RANK_FACTOR`.
+   the ``rank_factor`` of :data:`sklearn_dof.SAMPLING_RULES`.
 
 Problems: the periodic spline problems of Bach (2013) (in-sample error against
 the noiseless target), :func:`sklearn_dof.datasets.make_clustered` (clusters
@@ -45,8 +45,12 @@ from scipy import linalg
 from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
-from sklearn_dof import DoFKernelRidge, DoFNystroem, degrees_of_freedom
-from sklearn_dof._rank import AUTO_RANK_BASIS, AUTO_RANK_FACTOR
+from sklearn_dof import (
+    SAMPLING_RULES,
+    DoFKernelRidge,
+    DoFNystroem,
+    degrees_of_freedom,
+)
 from sklearn_dof.datasets import make_clustered
 
 SAMPLINGS = ("uniform", "pivoted", "leverage", "rpcholesky")
@@ -245,7 +249,7 @@ def summarise(name, records):
     for s in SAMPLINGS:
         mean_ratio = np.mean([r["ratios"][s][:n_common] for r in recs], axis=0)
         p_min = smallest_sufficient_rank(ranks, mean_ratio)
-        basis = AUTO_RANK_BASIS[s]
+        basis = SAMPLING_RULES[s].rank_statistic
         d = float(np.mean([r[basis] for r in recs]))
         seconds = None
         if p_min is not None:
@@ -266,7 +270,7 @@ def summarise(name, records):
                 "p_auto": float(np.mean([a["n_components"] for a in autos])),
                 "ratio_auto": float(np.mean([a["ratio"] for a in autos])),
                 "fit_s_auto": float(np.mean([a["fit_seconds"] for a in autos])),
-                "c": AUTO_RANK_FACTOR[s],
+                "c": SAMPLING_RULES[s].rank_factor,
                 "basis": basis,
                 "curve_ranks": ranks,
                 "curve_ratio": mean_ratio,

@@ -59,8 +59,11 @@ from sklearn.linear_model import Ridge
 from threadpoolctl import threadpool_limits
 
 import sklearn_dof
-from sklearn_dof import DoFNystroem, estimate_degrees_of_freedom
-from sklearn_dof._rank import AUTO_RANK_FACTOR
+from sklearn_dof import SAMPLING_RULES, DoFNystroem, estimate_degrees_of_freedom
+
+# The current constants of n_components="auto" (ceil(c * d_max) for the
+# uniform and pivoted rules calibrated here).
+AUTO_RANK_FACTOR = {s: rule.rank_factor for s, rule in SAMPLING_RULES.items()}
 
 # auto_rank is ceil(c * d_max) with no additive offset; other offsets are
 # still scored below for comparison.
