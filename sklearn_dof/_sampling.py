@@ -100,6 +100,10 @@ def _pivot_transform(S_BB, tol):
     if info < 0:  # pragma: no cover - only for invalid arguments
         raise linalg.LinAlgError(f"dpstrf failed with info={info}.")
     piv = piv[:k] - 1  # LAPACK's pivots count from one
+    if rank and S_BB[piv[0], piv[0]] <= tol:
+        # pstrf tests only the later pivots against tol; the first one,
+        # the largest diagonal, only against zero.
+        rank = 0
     if rank < k:
         rest = piv[rank:]
         coupling = U[:rank, rank:]

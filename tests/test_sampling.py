@@ -181,3 +181,16 @@ def test_partial_cholesky_factors_every_prefix_of_the_given_pivots():
 def test_partial_cholesky_rejects_bad_pivots(pivots, message):
     with pytest.raises(ValueError, match=message):
         partial_cholesky(np.eye(10), pivots)
+
+
+def test_a_pivot_below_the_threshold_adds_no_rank_even_first_in_its_block():
+    # LAPACK's pstrf compares only the later pivots with its tolerance: a
+    # block whose largest residual is rounding noise must still add nothing.
+    X = np.array([[0.0], [1e-7], [1.0]])
+    K = np.exp(-((X - X.T) ** 2))
+    G, rank = partial_cholesky(K, [0, 1, 2])
+    assert rank.tolist() == [0, 1, 1, 2]
+    # Residual of point 1 is about 1e-14, below 1e-12 * max(diag K).
+    assert np.all(np.diag(K - G @ G.T) >= -1e-15)
+    transform = _sampling._pivot_transform(np.array([[1e-14]]), tol=1e-12)
+    assert transform.shape == (1, 0)
