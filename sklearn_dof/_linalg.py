@@ -161,8 +161,8 @@ class LandmarkBasis:
 
     Either ``N = R^{-1}`` for the Cholesky factor ``R`` of ``K(I, I)``
     (applied by triangular solves, never formed) or a given matrix, the
-    fitted ``normalization_.T``.  ``_ridge._LinearProblem`` sums over kernel
-    blocks and maps the ``p x p`` sums with it.
+    fitted ``normalization_.T``.  ``_ridge_solve.KernelBasisRidgeProblem``
+    sums over kernel blocks and maps the ``p x p`` sums with it.
     """
 
     def __init__(self, cholesky=None, gram=None, matrix=None):

@@ -67,8 +67,8 @@ class _LandmarkFactor:
 
     A factor ``G`` (``n x r``, ``L = G G^T``) holds every column it pivoted
     on exactly, ``K(x, I) = g(x) G_I^T`` with ``G_I = G[I]``, so the sums
-    that ``_ridge._LinearProblem`` otherwise accumulates over kernel blocks
-    (``n p^2`` flops) follow from ``G^T G`` in ``O(p r^2)``:
+    that ``_ridge_solve.KernelBasisRidgeProblem`` otherwise accumulates over
+    kernel blocks (``n p^2`` flops) follow from ``G^T G`` in ``O(p r^2)``:
     ``K_c^T K_c = G_I (G^T G - n m m^T) G_I^T`` and
     ``K_c^T y_c = G_I G^T y_c``, ``m`` the mean row of ``G``.  The
     non-uniform rules grow that factor anyway and their d.o.f. estimate
@@ -78,7 +78,7 @@ class _LandmarkFactor:
     its cancellation is not amplified the way a centring of ``K^T K`` would
     be.  The factor's own rounding, though, grows with ``1 / sqrt`` of its
     smallest pivots: at tiny penalties the refinement may not converge from
-    these sums, and ``_LinearProblem`` then sums over the kernel blocks.
+    these sums, and ``KernelBasisRidgeProblem`` then sums over the kernel blocks.
     Unweighted rows only (``G^T S G`` would cost a pass of its own).
     """
 
@@ -529,7 +529,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         themselves and ``blocks.basis`` the
         :class:`~sklearn_dof._linalg.LandmarkBasis` ``N`` of the features
         ``K(x, I) N``, for callers that apply it to ``p x p`` sums instead of
-        to every row (see ``_ridge._LinearProblem``): ``R^{-1}`` with the
+        to every row (see ``_ridge_solve.KernelBasisRidgeProblem``): ``R^{-1}`` with the
         :class:`_LandmarkFactors` ``factors`` that ``_fit`` returned (and
         ``blocks.factor`` the rows' partial Cholesky factor when it holds
         the landmarks), else ``normalization_.T``.
