@@ -101,6 +101,14 @@ def in_sample_error(fitted, f):
     return float(np.mean((np.asarray(fitted) - f) ** 2))
 
 
+def shrinkage(eigvals, alpha):
+    """``s / (s + alpha)``, the eigenvalues of ``K (K + alpha I)^-1``, with
+    the rounding-level negative eigenvalues of ``K`` clipped to zero (the
+    shrinkage must stay in ``[0, 1)``)."""
+    eigvals = np.clip(eigvals, 0, None)
+    return eigvals / (eigvals + np.asarray(alpha, dtype=np.float64))
+
+
 class SpectralKRR:
     """Exact kernel ridge regression at any penalty from one ``eigh`` of K.
 
@@ -126,8 +134,7 @@ class SpectralKRR:
         return self.eigvals.shape[0]
 
     def _shrinkage(self, alphas):
-        alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
-        return self.eigvals[:, None] / (self.eigvals[:, None] + alphas)
+        return shrinkage(self.eigvals[:, None], np.atleast_1d(alphas))
 
     def fitted(self, y, alphas):
         """Fitted values, shape (n,) for one penalty, (n, len(alphas)) else."""

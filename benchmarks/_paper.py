@@ -33,7 +33,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-from _common import SpectralKRR, smallest_sufficient_rank
+from _common import SpectralKRR, shrinkage, smallest_sufficient_rank
 from scipy import linalg, optimize
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils import Bunch
@@ -215,8 +215,7 @@ class CirculantKRR:
         self.noise = noise
 
     def _shrinkage(self, lam):
-        alpha = self.n_samples * lam
-        return self.eigvals_clipped / (self.eigvals_clipped + alpha)
+        return shrinkage(self.eigvals_clipped, self.n_samples * lam)
 
     def expected_error(self, lam):
         """``E ||z - f||^2 / n``: squared bias plus ``sigma^2 tr S^2 / n``."""

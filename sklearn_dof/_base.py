@@ -84,11 +84,18 @@ class DoFKernelMixin:
             factors = None
             self.nystroem_.fit(X)
         self.n_components_ = self.nystroem_.n_components_
-        self.dof_ = self.nystroem_.dof_
-        self.effective_dof_ = self.nystroem_.effective_dof_
         return self.nystroem_._training_features(
             X, cache=cache, kernel_basis=kernel_basis, factors=factors
         )
+
+    # Documented in each estimator's Attributes: the transformer's, read
+    # through (a fixed-rank uniform estimate is computed on first read).
+    dof_ = property(lambda self: self._fitted_nystroem().dof_)
+    effective_dof_ = property(lambda self: self._fitted_nystroem().effective_dof_)
+
+    def _fitted_nystroem(self):
+        check_is_fitted(self, "nystroem_")
+        return self.nystroem_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

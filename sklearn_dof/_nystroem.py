@@ -433,16 +433,16 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         estimate = selection.estimate
         if points:
             estimate = self._points_dof(access, X, estimate)
-        elif estimate is None:
+        elif estimate is None and (cholesky is None or chol is not None):
             estimate = self._fixed_rank_dof(
                 eigvals, eigvecs, chol, landmarks, n_samples, gram
             )
-        (
-            self.dof_,
-            self.effective_dof_,
-            self.averaged_dof_,
-            self.dof_columns_,
-        ) = estimate
+        # Else uniform landmarks at a fixed rank in the kernel basis: like
+        # normalization_, their O(p^3) estimate (as costly as the fit's own
+        # factorisations, see doc/architecture.rst) waits for the first read
+        # of dof_ and its siblings.
+        self._dof = estimate
+        self._n_training_rows = n_samples
         if cholesky is None:
             return None
         # The partial Cholesky factor of the rows when there is one (see
@@ -607,6 +607,27 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 gram.dtype, copy=False
             )
         return self._normalization
+
+    # Documented in the class Attributes: (d_max, d_eff, d_ave, columns).
+    dof_ = property(lambda self: self._dof_estimate()[0])
+    effective_dof_ = property(lambda self: self._dof_estimate()[1])
+    averaged_dof_ = property(lambda self: self._dof_estimate()[2])
+    dof_columns_ = property(lambda self: self._dof_estimate()[3])
+
+    def _dof_estimate(self):
+        check_is_fitted(self, "n_components_")
+        if self._dof is None:
+            # Deferred at fit only for uniform landmarks at a fixed rank in
+            # the kernel basis: from the landmark block, as the fit has it.
+            self._dof = self._fixed_rank_dof(
+                None,
+                None,
+                None,
+                np.arange(self.n_components_),
+                self._n_training_rows,
+                self._landmark_gram(),
+            )
+        return self._dof
 
     def _landmark_gram(self):
         """``K(I, I)`` recomputed from the stored landmarks, as at fit."""

@@ -586,7 +586,7 @@ def test_cholesky_basis_defers_normalization(wide_data):
     # Neither fit nor predict needs K(I, I)^{+1/2} (about 9 p^3 flops), and
     # the fitted model keeps no p x p matrix: its pickle holds the landmarks
     # and p weights per target (400 x (4 + 2) floats), not the 400 x 400 map.
-    assert nystroem._normalization is None
+    assert nystroem._normalization is None and nystroem._dof is None
     assert not any(
         isinstance(value, np.ndarray) and value.shape == (400, 400)
         for value in vars(nystroem).values()
@@ -605,8 +605,9 @@ def test_cholesky_basis_defers_normalization(wide_data):
     )
     ridge = Ridge(alpha=1.5, solver="svd").fit(Phi, y)
     np.testing.assert_allclose(served.coef_, ridge.coef_, rtol=1e-6, atol=1e-8)
-    # The rough fixed-rank d.o.f. come from a Cholesky factor instead of
-    # the eigenvalues: the same numbers.
+    # The rough fixed-rank d.o.f., on first read (also of a model pickled
+    # before any read), come from a Cholesky factor instead of the
+    # eigenvalues: the same numbers.
     assert served.dof_ == pytest.approx(reference.dof_, rel=1e-9)
     assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
     assert nystroem.averaged_dof_ == pytest.approx(reference.averaged_dof_, rel=1e-9)
@@ -667,11 +668,13 @@ def test_kernel_basis_sums_from_the_rows_factor(
 @pytest.mark.parametrize("sampling", ["uniform", "pivoted", "rpcholesky", "leverage"])
 def test_fixed_rank_dof_is_the_transformers(wide_data, sampling):
     # Inside the estimator the fixed-rank d.o.f. of every rule are those of
-    # the standalone transformer (uniform ones from a Cholesky factor of
-    # K(I, I) instead of its eigenvalues).
+    # the standalone transformer (uniform ones on first read, from a
+    # Cholesky factor of K(I, I) instead of its eigenvalues; the others,
+    # which need the rows' factor, at fit).
     X, y, _ = wide_data
     params = dict(alpha=3.0, gamma=0.3, n_components=200, sampling=sampling)
     model = DoFKernelRidge(random_state=0, **params).fit(X, y)
+    assert (model.nystroem_._dof is None) == (sampling == "uniform")
     reference = DoFNystroem(random_state=0, **params).fit(X)
     assert model.dof_ == pytest.approx(reference.dof_, rel=1e-9)
     assert model.effective_dof_ == pytest.approx(reference.effective_dof_, rel=1e-9)
