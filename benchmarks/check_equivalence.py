@@ -81,22 +81,17 @@ def fingerprints():
         for rank in ("auto", 60):
             for alpha in (1e-3, 1.0):
                 key = f"nystroem/{name}/{rank}/{alpha:g}"
-                nys = DoFNystroem(
-                    gamma=0.5,
+                params = dict(
                     alpha=alpha,
+                    gamma=0.5,
                     n_components=rank,
                     sampling=sampling,
                     random_state=0,
-                ).fit(X)
+                )
+                nys = DoFNystroem(**params).fit(X)
                 _record(out, key, nys, TRANSFORMER_ATTRIBUTES)
                 out[f"{key}/transform"] = nys.transform(X_test)
-                ridge = DoFKernelRidge(
-                    alpha=alpha,
-                    gamma=0.5,
-                    n_components=rank,
-                    sampling=sampling,
-                    random_state=0,
-                ).fit(X, y)
+                ridge = DoFKernelRidge(**params).fit(X, y)
                 key = f"ridge/{name}/{rank}/{alpha:g}"
                 _record(
                     out,
@@ -161,21 +156,16 @@ def fingerprints():
         for sampling in ("uniform", "pivoted", "rpcholesky"):
             for rank in ("auto", 40):
                 key = f"dask/{sampling}/{rank}"
-                nys = DoFNystroem(
-                    gamma=0.5,
+                params = dict(
                     alpha=1e-2,
+                    gamma=0.5,
                     n_components=rank,
                     sampling=sampling,
                     random_state=0,
-                ).fit(Xd)
+                )
+                nys = DoFNystroem(**params).fit(Xd)
                 _record(out, key, nys, TRANSFORMER_ATTRIBUTES)
-                ridge = DoFKernelRidge(
-                    alpha=1e-2,
-                    gamma=0.5,
-                    n_components=rank,
-                    sampling=sampling,
-                    random_state=0,
-                ).fit(Xd, yd)
+                ridge = DoFKernelRidge(**params).fit(Xd, yd)
                 _record(out, f"{key}/ridge", ridge, ("coef_", "intercept_"))
                 out[f"{key}/predict"] = np.asarray(ridge.predict(X_test))
         cv = DoFKernelRidgeCV(alphas=(1e-2, 1.0), gamma=0.5, random_state=0)
