@@ -7,10 +7,7 @@ fitted ``nystroem_`` step, the decision values as a kernel expansion over
 the landmarks, and the input tags.
 """
 
-from numbers import Integral
-
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _dask
@@ -20,7 +17,7 @@ from ._validation import KERNEL_CONSTRAINTS
 # The parameters every estimator forwards to DoFNystroem, and fit_intercept.
 NYSTROEM_CONSTRAINTS = {
     **KERNEL_CONSTRAINTS,
-    "n_components": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+    "n_components": DoFNystroem._parameter_constraints["n_components"],
     "sampling": DoFNystroem._parameter_constraints["sampling"],
     "random_state": ["random_state"],
     "fit_intercept": ["boolean"],
