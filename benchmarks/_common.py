@@ -19,6 +19,9 @@ needs the full matrix anyway.  Penalties are on scikit-learn's scale,
 import gzip
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 from scipy import linalg
@@ -390,3 +393,20 @@ def load_pooled(path, n_train, seed=0):
     X = (X - X.mean(0)) / X.std(0)
     y = (y - y.mean()) / y.std()
     return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+def run_child(script, case, threads, check=True):
+    """Run ``script --child <case as JSON>`` in a fresh process on ``threads``
+    BLAS/OpenMP threads; its last line of output, parsed as JSON.
+
+    A fresh process per measurement: its peak memory and its thread pools
+    are its own.  With ``check=False`` a failing child gives ``case`` with
+    the last lines of its error instead of raising.
+    """
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env["OPENBLAS_NUM_THREADS"] = str(threads)
+    cmd = [sys.executable, str(script), "--child", json.dumps(case)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=check)
+    if proc.returncode:
+        return dict(case, error=proc.stderr.strip().splitlines()[-3:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])

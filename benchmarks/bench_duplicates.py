@@ -25,13 +25,11 @@ import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-from _common import load_pooled
+from _common import load_pooled, run_child
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "kin40k.npz"
@@ -85,18 +83,11 @@ def main(argv=None):
     if args.child:
         child(json.loads(args.child))
         return
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    env["OPENBLAS_NUM_THREADS"] = str(args.threads)
     results = []
     for lam in (1e-5, 1e-8):
         for system in ("ours", "pseudo-inverse features + Ridge(svd)"):
             case = {"system": system, "lambda": lam, "threads": args.threads}
-            cmd = [sys.executable, __file__, "--child", json.dumps(case)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if proc.returncode:
-                result = dict(case, error=proc.stderr.strip().splitlines()[-3:])
-            else:
-                result = json.loads(proc.stdout.strip().splitlines()[-1])
+            result = run_child(__file__, case, args.threads, check=False)
             print(json.dumps(result), flush=True)
             results.append(result)
     args.output_dir.mkdir(parents=True, exist_ok=True)

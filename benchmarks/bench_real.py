@@ -21,13 +21,11 @@ Results: ``results/real/results.json``.
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from _common import run_child
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -92,11 +90,7 @@ def child(case):
 
 
 def run(case, threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    env["OPENBLAS_NUM_THREADS"] = str(threads)
-    cmd = [sys.executable, __file__, "--child", json.dumps(case)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = run_child(__file__, case, threads)
     print(result, flush=True)
     return result
 
