@@ -300,11 +300,6 @@ def _ridge_solver(gram, alpha, exact=True):
     return lambda rhs: V @ (inverse * (V.T @ rhs))
 
 
-def _solve_normal_equations(gram, rhs, alpha):
-    """Solve ``(gram + alpha I) W = rhs`` by Cholesky, eigh as a fallback."""
-    return _ridge_solver(gram, alpha)(rhs)
-
-
 def _ridge_inverse(eigvals, alphas):
     """``1 / (s + alpha)`` on the numerical range of a Gram matrix, 0 off it.
 
