@@ -61,7 +61,9 @@ ROW = (  # "data" takes the width w of the longest name
 )
 LEGEND = (
     "d_max, d_eff: estimated maximal marginal and effective degrees of freedom; "
-    "p: Nystroem rank chosen from d_max; ratio = MSE nystroem / MSE exact "
+    "p: Nystroem rank, on the spline problems the paper's rule from d_max "
+    '(n_components="dof"), on --data the certified rank (n_components="auto"); '
+    "ratio = MSE nystroem / MSE exact "
     "(KernelRidge, same kernel and alpha); t: fit times in seconds."
 )
 
@@ -179,9 +181,13 @@ def _load(path, target):
 
 
 def _nystroem(args, kernel, gamma, **params):
-    # No intercept, since exact kernel ridge has none.
+    # No intercept, since exact kernel ridge has none.  The spline problems
+    # are scored against the noiseless target, the paper's metric, which
+    # the paper's rank rule is for; the certified rank bounds the loss of
+    # test error on noisy targets, what the user's data are scored on.
+    rank = "auto" if args.data is not None else "dof"
     params |= {"kernel": kernel, "gamma": gamma, "random_state": args.random_state}
-    return DoFKernelRidge(fit_intercept=False, **params)
+    return DoFKernelRidge(fit_intercept=False, n_components=rank, **params)
 
 
 def _scaled(model):

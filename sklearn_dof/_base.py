@@ -19,6 +19,8 @@ NYSTROEM_CONSTRAINTS = {
     **KERNEL_CONSTRAINTS,
     "n_components": DoFNystroem._parameter_constraints["n_components"],
     "sampling": DoFNystroem._parameter_constraints["sampling"],
+    "loss_tol": DoFNystroem._parameter_constraints["loss_tol"],
+    "max_components": DoFNystroem._parameter_constraints["max_components"],
     "random_state": ["random_state"],
     "fit_intercept": ["boolean"],
 }
@@ -52,7 +54,16 @@ class DoFKernelMixin:
         X = self._validate_predict_data(X)
         return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
 
-    def _fit_nystroem(self, X, alpha, dof_tol=0.1, cache=False, kernel_basis=False):
+    def _fit_nystroem(
+        self,
+        X,
+        alpha,
+        dof_tol=0.1,
+        cache=False,
+        kernel_basis=False,
+        response=None,
+        penalties=None,
+    ):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
         Returns a :class:`FeatureBlocks` in the triangular basis, whose
@@ -60,7 +71,14 @@ class DoFKernelMixin:
         basis, or with ``kernel_basis`` the kernel blocks (see
         ``DoFNystroem._training_features``), for which ``nystroem_`` computes
         a Cholesky factor of ``K(I, I)`` instead of the eigendecomposition
-        behind ``normalization_`` (about ``9 p^3`` flops).
+        behind ``normalization_`` (about ``9 p^3`` flops).  Either way, when
+        the landmarks lead the partial Cholesky factor of the rows (a
+        certified automatic rank), the blocks are that factor's columns.
+
+        ``response``: the targets (float64, ``n x n_targets``) that a
+        certified automatic rank is computed for, with an intercept when
+        the estimator fits one; ``penalties``: a grid of penalties whose
+        best one the rank is certified for (see ``DoFNystroem._fit``).
         """
         self.nystroem_ = DoFNystroem(
             kernel=self.kernel,
@@ -71,16 +89,28 @@ class DoFKernelMixin:
             alpha=alpha,
             n_components=self.n_components,
             sampling=self.sampling,
+            loss_tol=self.loss_tol,
+            max_components=self.max_components,
             tol=dof_tol,
             random_state=self.random_state,
             n_jobs=self.n_jobs,
         )
-        if kernel_basis:
-            factors = self.nystroem_._fit_landmark_factors(X)
-        else:
-            factors = None
-            self.nystroem_.fit(X)
+        self.nystroem_._validate_params()
+        factors = self.nystroem_._fit(
+            self.nystroem_._validate_fit_data(X),
+            kernel_basis=kernel_basis,
+            response=response,
+            center=self.fit_intercept,
+            penalties=penalties,
+        )
         self.n_components_ = self.nystroem_.n_components_
+        # The factor's columns as features in the triangular basis only for
+        # the ridge fits (whose coefficients map by R^{-1}); the logistic
+        # fit keeps the rotation of normalization_.
+        if not kernel_basis and (
+            factors is None or factors.features is None or response is None
+        ):
+            factors = None
         return self.nystroem_._training_features(
             X, cache=cache, kernel_basis=kernel_basis, factors=factors
         )

@@ -499,6 +499,7 @@ class DaskPartialCholesky(PartialCholesky):
         S = self._schur_columns(candidates[:1])  # the pivot's residual column
         self._append(S, np.full((1, 1), 1 / np.sqrt(self.residual[i])))
         self.pivots.append(i)
+        self.column_pivots.append(i)
         self.residual[i] = 0.0
         return 1
 

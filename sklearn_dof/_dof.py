@@ -182,34 +182,48 @@ def _landmark_dof(landmark_scores, spectrum, alpha, n_samples):
     return d_max, d_eff, float((shrink**2).sum())
 
 
-def _uniform_landmark_dof(gram, alpha, n_samples):
-    """:func:`_landmark_dof` of ``p`` uniform landmarks from ``K(I, I)`` by
-    Cholesky, without its eigendecomposition.
+def _shrinkage_traces(A, alpha):
+    """``(tr S, ||S||_F^2, diag H)`` of the shrinkage ``S = A (A + alpha I)^-1``
+    of a symmetric positive semi-definite ``A``, by Cholesky, without its
+    eigendecomposition; None when ``A + alpha I`` has no Cholesky factor.
 
-    ``A = (n / p) K(I, I)`` estimates the Gram matrix of the features (see
-    ``DoFNystroem._fixed_rank_dof``).  With ``H = (A + alpha I)^{-1}`` the
-    shrinkage ``A (A + alpha I)^{-1}`` is ``I - alpha H``, so
-    ``d_eff = p - alpha tr H``, ``d_ave = ||I - alpha H||_F^2``, and the
-    landmark rows' scores ``[K(I, I) (A + alpha I)^{-1}]_ii`` are
-    ``(p / n) (1 - alpha H_ii)``: one factorisation and one triangular
-    inverse, ``p^3`` flops.
+    With ``H = (A + alpha I)^{-1}``, ``S = I - alpha H``: ``tr S = p - alpha
+    tr H`` and ``||S||_F^2 = p - 2 alpha tr H + alpha^2 ||H||_F^2``, one
+    factorisation and one triangular inverse, ``p^3`` flops.
     """
-    p = gram.shape[0]
+    p = A.shape[0]
     # One p x p array, in the Fortran order LAPACK factors in place.
-    A = np.empty((p, p), order="F")
-    np.add(gram, gram.T, out=A)
-    A *= 0.5 * n_samples / p
-    A[np.diag_indices(p)] += alpha
-    factor, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=1)
+    B = np.empty((p, p), order="F")
+    np.add(A, A.T, out=B)
+    B *= 0.5
+    B[np.diag_indices(p)] += alpha
+    factor, info = lapack.dpotrf(B, lower=1, clean=1, overwrite_a=1)
     if info != 0:
         return None
     # The lower triangle of H; the upper one is zero (clean=1).
     H, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
     diag = np.diag(H).copy()
-    scores = (p / n_samples) * np.clip(1.0 - alpha * diag, 0.0, 1.0)
-    d_eff = p - alpha * float(diag.sum())
+    trace = p - alpha * float(diag.sum())
     squares = 2.0 * np.einsum("ij,ij->", H, H) - float(diag @ diag)  # ||H||_F^2
-    d_ave = p - 2 * alpha * float(diag.sum()) + alpha**2 * float(squares)
+    frobenius = p - 2 * alpha * float(diag.sum()) + alpha**2 * float(squares)
+    return trace, frobenius, diag
+
+
+def _uniform_landmark_dof(gram, alpha, n_samples):
+    """:func:`_landmark_dof` of ``p`` uniform landmarks from ``K(I, I)`` by
+    Cholesky, without its eigendecomposition.
+
+    ``A = (n / p) K(I, I)`` estimates the Gram matrix of the features (see
+    ``DoFNystroem._fixed_rank_dof``); the landmark rows' scores
+    ``[K(I, I) (A + alpha I)^{-1}]_ii`` are ``(p / n) (1 - alpha H_ii)``
+    with ``H = (A + alpha I)^{-1}`` (:func:`_shrinkage_traces`).
+    """
+    p = gram.shape[0]
+    traces = _shrinkage_traces((n_samples / p) * np.asarray(gram), alpha)
+    if traces is None:
+        return None
+    d_eff, d_ave, diag = traces
+    scores = (p / n_samples) * np.clip(1.0 - alpha * diag, 0.0, 1.0)
     d_max = max(n_samples * float(scores.max(initial=0.0)), d_eff)
     return d_max, d_eff, d_ave
 

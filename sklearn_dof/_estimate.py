@@ -15,7 +15,13 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_array
 
 from . import _parallel
-from ._dof import _averaged_dof, _dof_from_factor, _unclipped_d_eff
+from ._certificate import loss_certificate, penalty_errors
+from ._dof import (
+    _averaged_dof,
+    _dof_from_factor,
+    _shrinkage_traces,
+    _unclipped_d_eff,
+)
 from ._kernels import KernelColumns, get_kernel_params
 from ._samplers import (
     SAMPLING_OPTIONS,
@@ -146,6 +152,7 @@ def _estimate_from_access(
     certify_d_eff=True,
     bounds=True,
     statistic="d_max",
+    max_rank=None,
 ):
     """Doubling loop of :func:`estimate_degrees_of_freedom`.
 
@@ -156,7 +163,8 @@ def _estimate_from_access(
     compute only what the stopping rule reads (the lower bounds,
     ``O(n r^2)`` each); the upper bounds, twice that again, only at the end
     and only with ``bounds``.  ``statistic`` names the degrees of freedom
-    the rank will be read from, whose convergence stops the doubling.
+    the rank will be read from, whose convergence stops the doubling;
+    ``max_rank`` caps the columns of the rounds.
     """
     n = access.n_samples
     chol = partial_cholesky_of(access)
@@ -164,6 +172,8 @@ def _estimate_from_access(
     if rule.rank_statistic is None:  # given landmarks: all of them, once
         n_columns = len(grow.order)
     schedule = [min(n_columns, n)] if n_columns is not None else doubling_schedule(n)
+    if max_rank is not None and rule.rank_statistic is not None:
+        schedule = _capped(schedule, max_rank)
     # Address space for the rounds to come, reserved once: the factor is
     # column-major, so columns never written cost no memory, and no round
     # copies the factor into a larger one (which would touch fresh memory).
@@ -207,6 +217,84 @@ def _estimate_from_access(
 # Address space reserved for the factor of the doubling estimate (see
 # _estimate_from_access); only the columns written take memory.
 _RESERVE_BYTES = 2**30
+
+
+def _capped(schedule, max_rank):
+    """The rounds of ``schedule`` below ``max_rank``, then ``max_rank``."""
+    capped = [p for p in schedule if p < max_rank]
+    if not capped or capped[-1] < min(max_rank, schedule[-1]):
+        capped.append(min(max_rank, schedule[-1]))
+    return capped
+
+
+def _certified_estimate(
+    access,
+    alpha,
+    loss_tol,
+    random_state,
+    rule,
+    response,
+    center,
+    max_rank,
+    penalties=None,
+):
+    """Rounds of ``rule`` until the :class:`LossCertificate` of the factor
+    certifies a rank, or ``max_rank`` pivots.
+
+    The rank doubles from 32 and the rounds stop once the certified rank is
+    at most half the rank grown: a whole doubling then left the estimated
+    test error within ``loss_tol``, which a plateau of the error between
+    two rounds alone does not show.  A round that would pass half of
+    ``n`` goes to ``max_rank`` at once: there the fit with every row as a
+    landmark, exact kernel ridge when ``max_rank = n``, costs about as much
+    as the rounds it replaces.
+
+    With ``penalties`` (a grid, for cross-validation), each round first
+    picks the penalty of the grid with the smallest leave-one-out error at
+    the rank grown (:func:`~sklearn_dof._certificate.penalty_errors`), and
+    certifies the rank for that one: the rank follows the penalty the
+    search selects, not the smallest of its grid.
+
+    Each round costs the factor's growth, its Gram matrix ``G^T G`` and
+    ``G^T y`` (``O(n r^2)``) and ``O(r^3)`` for the certificate; the score
+    lower bounds behind ``d_max`` are computed once, at the end.  Returns
+    the estimate (at the penalty certified), the factor, its
+    :class:`~sklearn_dof._samplers.Growth`, the last round's certificate
+    and the penalty certified.
+    """
+    n = access.n_samples
+    max_rank = min(max_rank, n)
+    chol = partial_cholesky_of(access)
+    grow = rule.growth(chol, n, random_state, alpha)
+    chol.reserve(max_rank)  # address space: only written columns count
+    p = min(32, max_rank)
+    while True:
+        before = len(chol.pivots)
+        grow(p)
+        if penalties is not None:
+            errors = penalty_errors(chol, response, penalties, center)
+            alpha = float(penalties[int(np.argmin(errors))])
+        certificate = loss_certificate(chol, response, alpha, center)
+        certified = certificate.certified_rank(loss_tol)
+        if certificate.complete or (
+            certified is not None and 2 * certified <= certificate.rank
+        ):
+            break
+        if p >= max_rank or len(chol.pivots) == before:
+            break  # the cap, or no more rank for the rule to add
+        p = max_rank if 2 * p > _EXACT_FRACTION * n else min(2 * p, max_rank)
+    dof = _dof_from_factor(
+        chol, alpha, n, uniform=rule.uniform_sample, bounds=False, spectrum=False
+    )
+    if chol.rank:
+        traces = _shrinkage_traces(np.asarray(chol.gram()), alpha)
+        dof.d_ave = traces[1] if traces is not None else np.nan
+    return dof, chol, grow, certificate, alpha
+
+
+# Past this fraction of n rows as landmarks the certified rounds go to the
+# cap at once (see _certified_estimate).
+_EXACT_FRACTION = 0.5
 
 
 class _DEff:

@@ -179,6 +179,13 @@ class KernelColumns:
     def n_samples(self):
         return self.X.shape[0]
 
+    def row_subset(self, rows):
+        """The kernel matrix of the training rows ``rows`` alone."""
+        X = self.X[rows]
+        if self.kernel == "precomputed":
+            X = X[:, rows]
+        return type(self)(X, self.kernel, self.params, self.n_jobs)
+
     @property
     def dtype(self):
         return self.X.dtype if self.X.dtype == np.float32 else np.float64

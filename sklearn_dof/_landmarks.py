@@ -11,9 +11,19 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.metrics.pairwise import pairwise_kernels
 
-from ._estimate import _estimate_from_access
+from . import _dask
+from ._estimate import _EXACT_FRACTION, _certified_estimate, _estimate_from_access
 from ._rank import auto_rank
 from ._sampling import uniform_columns
+
+# Memory of the factor that the certified rank grows (float64, rows x
+# columns): beyond it the certificate reads a uniform subsample of the rows
+# (see select_landmarks).
+FACTOR_BUDGET_BYTES = 2**30
+
+#: Default cap of an automatic rank: ``p x p`` float64 matrices of 128 MiB,
+#: of which a fit holds a few at once.
+DEFAULT_MAX_COMPONENTS = 4096
 
 
 class LandmarkSelection(NamedTuple):
@@ -32,12 +42,23 @@ class LandmarkSelection(NamedTuple):
     factor : PartialCholesky or None
         The partial Cholesky factor of the rows grown on the way, when the
         rule needed one; its first pivots are the landmarks (rows only).
+    loss : float or None
+        The certificate's estimated relative excess loss at the rank chosen
+        (certified automatic rank only).
+    requested : int or None
+        The rank the certificate asks for when ``max_components`` stopped it
+        short of ``loss_tol``.
+    alpha : float or None
+        The penalty the rank was certified for, when a grid was given.
     """
 
     landmarks: np.ndarray
     gram: np.ndarray
     estimate: tuple | None
     factor: object | None
+    loss: float | None = None
+    requested: int | None = None
+    alpha: float | None = None
 
     @property
     def points(self):
@@ -45,15 +66,34 @@ class LandmarkSelection(NamedTuple):
         return self.landmarks.ndim == 2
 
 
-def select_landmarks(access, X, rule, n_components, alpha, tol, random_state, kernel):
-    """Landmarks of ``rule`` at rank ``n_components`` (an int or ``"auto"``).
+def select_landmarks(
+    access,
+    X,
+    rule,
+    n_components,
+    alpha,
+    tol,
+    random_state,
+    kernel,
+    *,
+    response=None,
+    center=True,
+    loss_tol=0.01,
+    max_components=None,
+    penalties=None,
+):
+    """Landmarks of ``rule`` at rank ``n_components`` (an int, ``"auto"`` or
+    ``"dof"``).
 
-    With ``"auto"`` the doubling estimate grows the columns of the rule
-    itself (uniform ones for a selector, whose picks need not be nested) and
-    stops on the degrees of freedom the rank is read from
-    (``rule.rank_statistic``); the rank is :func:`~sklearn_dof.auto_rank` of
-    the estimate, and the landmarks are a prefix of the estimate's pivots,
-    so nothing is recomputed.
+    ``"auto"`` with a ``response`` grows the rule's nested landmarks by
+    doubling until the :class:`~sklearn_dof._certificate.LossCertificate`
+    of the factor certifies a rank whose estimated relative excess loss is
+    at most ``loss_tol``, and takes the smallest such rank; ``"dof"`` (and
+    ``"auto"`` without a response, on a Dask array, or for given rows) grows
+    them until the degrees of freedom the rule reads (``rule.rank_statistic``)
+    have converged and takes :func:`~sklearn_dof.auto_rank` of the estimate.
+    Either way the landmarks are a prefix of the grown sequence, so nothing
+    is recomputed, and the rank is at most ``max_components``.
 
     Parameters
     ----------
@@ -63,23 +103,58 @@ def select_landmarks(access, X, rule, n_components, alpha, tol, random_state, ke
         The validated data, passed to a selector.
     rule : SamplingRule
         From :func:`~sklearn_dof._samplers.resolve_sampling`.
-    n_components : int or "auto"
+    n_components : int, "auto" or "dof"
         An int already clipped to ``n_samples``.
     alpha, tol, random_state
-        The penalty, the estimate's tolerance and the rule's seed.
+        The penalty, the d.o.f. estimate's tolerance and the rule's seed.
     kernel : str or callable
         The kernel as the estimator was given it (``access.params`` are its
         keyword arguments), for the block of landmark points.
+    response : ndarray of shape (n_samples, n_targets), default=None
+        Targets of the ridge the landmarks serve (float64).
+    center : bool, default=True
+        Whether that ridge fits an intercept.
+    loss_tol : float, default=0.01
+        Relative excess loss the certified rank allows.
+    max_components : int, default=None
+        Cap of an automatic rank (None: :data:`DEFAULT_MAX_COMPONENTS`).
+    penalties : ndarray, default=None
+        A grid of penalties: the certified rank is for the one with the
+        smallest leave-one-out error (cross-validation).
 
     Returns
     -------
     selection : LandmarkSelection
     """
     n_samples = access.n_samples
+    max_rank = min(n_samples, max_components or DEFAULT_MAX_COMPONENTS)
     precomputed = isinstance(kernel, str) and kernel == "precomputed"
     chol = None
     estimate = None
+    loss = requested = certified_alpha = None
     if n_components == "auto":
+        certified = (
+            response is not None
+            and rule.estimate_rule().rank_statistic is not None
+            and not isinstance(access, _dask.DaskKernelColumns)
+        )
+        n_components = "certified" if certified else "dof"
+    if n_components == "certified":
+        selected = _certified_landmarks(
+            access,
+            X,
+            rule,
+            alpha,
+            random_state,
+            precomputed,
+            response,
+            center,
+            loss_tol,
+            max_rank,
+            penalties,
+        )
+        landmarks, chol, estimate, loss, requested, certified_alpha = selected
+    elif n_components == "dof":
         estimate_rule = rule.estimate_rule()
         dof, chol, grow = _estimate_from_access(
             access,
@@ -91,6 +166,7 @@ def select_landmarks(access, X, rule, n_components, alpha, tol, random_state, ke
             certify_d_eff=False,
             bounds=False,
             statistic=estimate_rule.rank_statistic,
+            max_rank=max_rank,
         )
         estimate = (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
         if estimate_rule.rank_statistic is None:  # given landmarks: all of them
@@ -99,6 +175,8 @@ def select_landmarks(access, X, rule, n_components, alpha, tol, random_state, ke
             n_components = auto_rank(
                 dof.d_max, estimate_rule.name, n_samples, d_eff=dof.d_eff
             )
+            if n_components > max_rank:
+                requested, n_components = n_components, max_rank
         if hasattr(rule, "select"):
             landmarks = rule.select(X, n_components, random_state, precomputed)
         elif grow.order is not None:
@@ -128,4 +206,70 @@ def select_landmarks(access, X, rule, n_components, alpha, tol, random_state, ke
         gram = np.asarray(gram, dtype=access.dtype)
     else:
         gram = access.landmark_gram(landmarks)
-    return LandmarkSelection(landmarks, gram, estimate, chol)
+    return LandmarkSelection(
+        landmarks, gram, estimate, chol, loss, requested, certified_alpha
+    )
+
+
+def _certified_landmarks(
+    access,
+    X,
+    rule,
+    alpha,
+    random_state,
+    precomputed,
+    response,
+    center,
+    loss_tol,
+    max_rank,
+    penalties,
+):
+    """The certified automatic rank of :func:`select_landmarks`.
+
+    The factor grown holds ``rows x max_rank`` numbers at most; beyond
+    :data:`FACTOR_BUDGET_BYTES` the certificate is computed on a uniform
+    subsample of the rows at the same ``lambda = alpha / n`` (the rank a
+    penalty needs follows ``lambda``, not ``n``), and the landmarks are
+    subsample rows.  Returns ``(landmarks, factor or None, estimate, loss,
+    requested rank or None, penalty certified or None)``.
+    """
+    n_samples = access.n_samples
+    max_rows = max(FACTOR_BUDGET_BYTES // (8 * max_rank), 4 * max_rank)
+    rows = None
+    scale = 1.0
+    if n_samples > max_rows:
+        rows = np.sort(uniform_columns(n_samples, max_rows, random_state))
+        access = access.row_subset(rows)
+        scale = max_rows / n_samples
+        response = response[rows]
+    dof, chol, _, certificate, alpha = _certified_estimate(
+        access,
+        alpha * scale,
+        loss_tol,
+        random_state,
+        rule.estimate_rule(),
+        response,
+        center,
+        max_rank,
+        None if penalties is None else np.asarray(penalties) * scale,
+    )
+    certified_alpha = None if penalties is None else alpha / scale
+    rank = certificate.certified_rank(loss_tol)
+    requested = None
+    if rank is not None and certificate.complete and rank > _EXACT_FRACTION * n_samples:
+        # Near n, exact: the rows that remain cost little more.
+        rank = certificate.rank
+    if rank is None:
+        rank = certificate.rank
+        requested = certificate.requested_rank(loss_tol, n_samples)
+    loss = float(certificate.loss(rank))
+    estimate = (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
+    columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
+    if hasattr(rule, "select"):
+        landmarks = rule.select(X, max(rank, 1), random_state, precomputed)
+        return landmarks, None, estimate, loss, requested, certified_alpha
+    if (columns < 0).any():  # columns mixing pivots: their prefix of pivots
+        columns = np.asarray(chol.pivots[:rank], dtype=np.intp)
+    if rows is not None:
+        return rows[columns], None, estimate, loss, requested, certified_alpha
+    return columns, chol, estimate, loss, requested, certified_alpha

@@ -174,6 +174,8 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         kernel_params=None,
         n_components="auto",
         sampling="uniform",
+        loss_tol=0.01,
+        max_components=None,
         fit_intercept=True,
         tol=1e-8,
         max_iter=100,
@@ -189,6 +191,8 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         self.kernel_params = kernel_params
         self.n_components = n_components
         self.sampling = sampling
+        self.loss_tol = loss_tol
+        self.max_components = max_components
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter

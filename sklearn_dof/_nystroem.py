@@ -34,31 +34,64 @@ from ._validation import (
 
 
 def _landmark_factor(chol, landmarks):
-    """``chol`` if its pivots begin with ``landmarks`` (row indices), else None.
+    """``chol`` if every landmark (a row index) is a pivot behind one of its
+    columns, else None.
 
-    Only an in-memory factor that kept a direction for every pivot: a
-    dropped one (a duplicated landmark) leaves ``K(x, I) = g(x) G_I^T`` exact
-    only up to the drop threshold.
+    ``K(x, I) = g(x) G_I^T`` holds for those pivots; a dropped one (a
+    duplicated point) leaves it exact only up to the drop threshold.
     """
     if chol is None or _dask.is_dask_array(chol.factor):
         return None
-    p = landmarks.shape[0]
-    if chol.rank != len(chol.pivots) or p > len(chol.pivots):
-        return None
-    if not np.array_equal(np.asarray(chol.pivots[:p]), landmarks):
+    if not np.isin(landmarks, np.asarray(chol.column_pivots)).all():
         return None
     return chol
+
+
+def _numeric_response(y, n_samples):
+    """``y`` as a float64 ``n_samples x n_targets`` array when it holds finite
+    numeric targets of the rows, else None (class labels, Dask arrays)."""
+    if y is None or _dask.is_dask_array(y):
+        return None
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf" or y.ndim not in (1, 2) or y.shape[0] != n_samples:
+        return None
+    y = y.reshape(n_samples, -1).astype(np.float64)
+    return y if np.isfinite(y).all() else None
 
 
 class _LandmarkFactors(NamedTuple):
     """What a kernel-basis fit needs from ``DoFNystroem._fit``, for that
     one fit: the Cholesky factor ``R`` of the (shifted) landmark block, the
-    block it factors, and the rows' partial Cholesky factor when its pivots
-    begin with the landmarks (else None)."""
+    block it factors, the rows' partial Cholesky factor when its pivots
+    include the landmarks (else None), and the training features
+    ``K(:, I) R^{-1}`` when they are the leading columns of that factor."""
 
     cholesky: np.ndarray
     gram: np.ndarray
     rows: object
+    features: np.ndarray | None = None
+
+
+def _factor_prefix(chol, landmarks):
+    """``(G[:, :p], R)`` when the landmarks are the pivots behind the first
+    ``p`` columns of the rows' factor ``G``, else None.
+
+    Then ``K(:, I) = G[:, :p] R`` with ``R = G[I, :p]^T`` upper triangular
+    (a pivot's row has no residual left for the later columns), so the
+    training features in the Cholesky basis ``K(x, I) R^{-1}`` are the
+    factor's columns themselves: a fit on them needs neither a kernel block
+    nor a factorisation of ``K(I, I)``.
+    """
+    if chol is None or _dask.is_dask_array(chol.factor) or landmarks.ndim != 1:
+        return None
+    p = landmarks.shape[0]
+    if p == 0 or p > chol.rank:
+        return None
+    if not np.array_equal(np.asarray(chol.column_pivots[:p]), landmarks):
+        return None
+    G = chol.factor[:, :p]
+    R = np.triu(np.asarray(G[landmarks], dtype=np.float64).T)
+    return G, R
 
 
 class _LandmarkFactor:
@@ -100,6 +133,14 @@ class _LandmarkFactor:
         mirror_lower(gram)  # exactly symmetric, as the block sums are
         rhs = G_I @ (G.T @ y - n * np.outer(g_mean, y_mean))
         return gram, rhs, G_I @ g_mean, y_mean
+
+
+class _FactorRows:
+    """Feature map of blocks that are rows of the partial Cholesky factor:
+    a float64 copy each (statistics may overwrite the blocks they get)."""
+
+    def __call__(self, G_block):
+        return np.array(G_block, dtype=np.float64, order="C")
 
 
 class _TriangularFeatures:
@@ -286,9 +327,11 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         **KERNEL_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "n_components": [
-            StrOptions({"auto"}),
+            StrOptions({"auto", "dof"}),
             Interval(Integral, 1, None, closed="left"),
         ],
+        "max_components": [Interval(Integral, 1, None, closed="left"), None],
+        "loss_tol": [Interval(Real, 0, None, closed="neither")],
         "sampling": [
             SAMPLING_OPTIONS,
             "array-like",
@@ -309,6 +352,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         alpha=1.0,
         n_components="auto",
         sampling="uniform",
+        loss_tol=0.01,
+        max_components=None,
         tol=0.1,
         random_state=None,
         n_jobs=None,
@@ -321,6 +366,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.alpha = alpha
         self.n_components = n_components
         self.sampling = sampling
+        self.loss_tol = loss_tol
+        self.max_components = max_components
         self.tol = tol
         self.random_state = random_state
         self.n_jobs = n_jobs
@@ -340,29 +387,38 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training data; with ``kernel="precomputed"`` the ``n x n`` Gram
             matrix.
-        y : Ignored
-            Not used, present for API consistency.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets), \
+                default=None
+            Targets of the ridge the features will feed (a
+            :class:`~sklearn.pipeline.Pipeline` passes them): with
+            ``n_components="auto"`` the rank is certified on them.  Ignored
+            otherwise, and when not numeric.
 
         Returns
         -------
         self : object
             Fitted transformer.
         """
-        self._fit(self._validate_fit_data(X))
+        X = self._validate_fit_data(X)
+        self._fit(X, response=_numeric_response(y, X.shape[0]))
+        # A fitted transformer's transform changes no state: the map now.
+        self._normalization_map()
         return self
 
     def _validate_fit_data(self, X):
         validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
         return validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
 
-    def _fit_landmark_factors(self, X):
-        """``fit`` for an estimator that fits in the kernel basis; returns
-        the landmark factors of that fit (see ``_fit``)."""
-        self._validate_params()
-        return self._fit(self._validate_fit_data(X), kernel_basis=True)
-
-    def _fit(self, X, kernel_basis=False):
+    def _fit(self, X, kernel_basis=False, response=None, center=True, penalties=None):
         """Fit on validated ``X``; the landmark factors of a kernel-basis fit.
+
+        ``response`` (float64, ``n x n_targets``) and ``center``: the targets
+        and intercept of the ridge the certified automatic rank is for;
+        ``penalties``: a grid whose best penalty (by leave-one-out) the rank
+        is certified for, which then becomes this transformer's ``alpha``
+        (the internal transformer of :class:`~sklearn_dof.DoFKernelRidgeCV`).
+        When the landmarks lead the rows' partial Cholesky factor, the
+        factors returned hold the training features (any ``kernel_basis``).
 
         ``kernel_basis``: for the estimators that fit in the kernel basis
         (:class:`~sklearn_dof._linalg.LandmarkBasis`), which need a Cholesky
@@ -378,7 +434,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         n_samples = X.shape[0]
         rule = resolve_sampling(self.sampling, n_samples, self.n_components)
         n_components = self.n_components
-        if n_components != "auto" and n_components > n_samples:
+        if isinstance(n_components, Integral) and n_components > n_samples:
             warnings.warn(
                 f"n_components={n_components} > n_samples={n_samples}: "
                 "n_components was set to n_samples, the exact kernel.",
@@ -395,13 +451,50 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             self.tol,
             self.random_state,
             self.kernel,
+            response=response,
+            center=center,
+            loss_tol=self.loss_tol,
+            max_components=self.max_components,
+            penalties=penalties,
         )
+        if selection.alpha is not None:
+            self.alpha = selection.alpha
+        self.loss_estimate_ = np.nan if selection.loss is None else selection.loss
+        self.requested_components_ = selection.requested
+        if selection.requested is not None:
+            cap = selection.landmarks.shape[0]
+            if selection.loss is None:
+                detail = "the degrees-of-freedom rule"
+            else:
+                detail = (
+                    f"the loss estimate (relative excess loss {selection.loss:.3g} "
+                    f"at {cap} components, above loss_tol={self.loss_tol:g})"
+                )
+            warnings.warn(
+                f"n_components='{self.n_components}' stopped at max_components="
+                f"{cap}: {detail} asks for about {selection.requested} "
+                "components. Raise max_components (memory grows with it), or "
+                "the penalty.",
+                UserWarning,
+                stacklevel=4,
+            )
         landmarks, gram, chol = selection.landmarks, selection.gram, selection.factor
         points = selection.points
         n_components = landmarks.shape[0]  # a rule may exhaust the rank
         cholesky = None
         factored = gram  # the block the Cholesky factor is of
-        if kernel_basis and self.kernel != "precomputed":
+        prefix = None
+        if self.kernel != "precomputed" and not points:
+            prefix = _factor_prefix(chol, landmarks)
+        # Exact kernel ridge: every distinct row is a landmark.
+        self.exact_ = bool(
+            prefix is not None and chol.complete and n_components == chol.rank
+        )
+        if prefix is not None:
+            # The landmarks lead the rows' factor G: K(:, I) = G_I-columns,
+            # K(I, I) = R^T R with R = G[I, :p]^T, no factorisation to do.
+            cholesky = prefix[1]
+        elif kernel_basis and self.kernel != "precomputed":
             cholesky = _linalg.landmark_cholesky(gram)
             if cholesky is None:
                 shifted = _linalg.shifted_landmark_cholesky(
@@ -445,6 +538,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self._n_training_rows = n_samples
         if cholesky is None:
             return None
+        if prefix is not None:
+            return _LandmarkFactors(cholesky, factored, None, prefix[0])
         # The partial Cholesky factor of the rows when there is one (see
         # _LandmarkFactor; not with the pseudo-inverse basis, whose map
         # amplifies that factor's rounding beyond what the refinement
@@ -543,6 +638,18 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """
         landmarks = self._landmarks()
         extras = {}
+        dtype = X.dtype if X.dtype == np.float32 else np.float64
+        if factors is not None and factors.features is not None:
+            # The rows' factor holds the features K(x, I) R^{-1} already.
+            return FeatureBlocks(
+                factors.features,
+                _FactorRows(),
+                self.n_components_,
+                np.float64,
+                working_memory,
+                cache,
+                cholesky=factors.cholesky,
+            )
         if kernel_basis and factors is None:
             T = None
             normalization = self.normalization_.T.astype(np.float64)
@@ -566,7 +673,6 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         feature_map = _TriangularFeatures(
             landmarks, self.kernel, self._kernel_params(), T, self.n_jobs
         )
-        dtype = X.dtype if X.dtype == np.float32 else np.float64
         dask = _dask.is_dask_array(X)  # the same blocks, one task per row chunk
         return (_dask.DaskFeatureBlocks if dask else FeatureBlocks)(
             X, feature_map, self.n_components_, dtype, working_memory, cache, **extras
@@ -601,6 +707,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         # the estimators that fit in the kernel basis (_linalg.LandmarkBasis),
         # which never need it to predict: then on first use, once.
         check_is_fitted(self, "n_components_")
+        return self._normalization_map()
+
+    def _normalization_map(self):
+        """``K(I, I)^{+1/2}``, computed on first use and kept."""
         if self._normalization is None:
             gram = self._landmark_gram()
             self._normalization = _linalg.inverse_sqrt(gram).astype(

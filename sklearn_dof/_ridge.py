@@ -46,6 +46,13 @@ _NYSTROEM_CONSTRAINTS = {
 }
 
 
+#: The penalties ``lambda`` of ``DoFKernelRidgeCV(alphas=None)``, which tries
+#: ``alpha = n_samples * lambda``: the paper's scale, on which the best
+#: penalty of standardised real data sets lies between 1e-6 and 1e-1
+#: (doc/automatic_rank.rst).
+DEFAULT_LAMBDAS = np.logspace(-6, 0, 7)
+
+
 def _shape_coef(W, y_ndim):
     """Ridge's convention for coefficients ``W`` (p, k): (p,) or (k, p)."""
     return W[:, 0].copy() if y_ndim == 1 else W.T.copy()
@@ -295,6 +302,8 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         kernel_params=None,
         n_components="auto",
         sampling="uniform",
+        loss_tol=0.01,
+        max_components=None,
         fit_intercept=True,
         tol=0.1,
         random_state=None,
@@ -308,6 +317,8 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.kernel_params = kernel_params
         self.n_components = n_components
         self.sampling = sampling
+        self.loss_tol = loss_tol
+        self.max_components = max_components
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.random_state = random_state
@@ -339,7 +350,11 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # coarse for the kernel basis, whose rounding T amplifies.
         kernel_basis = X.dtype != np.float32
         features = self._fit_nystroem(
-            X, self.alpha, self.tol, kernel_basis=kernel_basis
+            X,
+            self.alpha,
+            self.tol,
+            kernel_basis=kernel_basis,
+            response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
         )
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
@@ -390,9 +405,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    alphas : array-like of shape (n_alphas,), default=(0.1, 1.0, 10.0)
+    alphas : array-like of shape (n_alphas,), default=None
         Penalties to try, on scikit-learn's scale (``alpha = n * lambda``).
-        The rank is chosen at ``min(alphas)``.
+        None: ``n_samples * lambda`` for ``lambda`` in
+        ``1e-6, 1e-5, ..., 1`` (:data:`DEFAULT_LAMBDAS`), the paper's scale,
+        which means the same whatever the number of rows.  With
+        ``n_components="auto"`` the rank is certified for the penalty with
+        the smallest leave-one-out error at the rank grown so far, round
+        after round; otherwise it is chosen at ``min(alphas)``.
     kernel : str or callable, default="rbf"
         Any name of :data:`sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`,
         ``"precomputed"``, or a callable ``k(x, y, **kernel_params) -> float``.
@@ -524,7 +544,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         **_NYSTROEM_CONSTRAINTS,
-        "alphas": ["array-like", Interval(Real, 0, None, closed="neither")],
+        "alphas": ["array-like", Interval(Real, 0, None, closed="neither"), None],
         "criterion": [StrOptions({"loo", "gcv"})],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "cv": ["cv_object"],
@@ -533,7 +553,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     def __init__(
         self,
-        alphas=(0.1, 1.0, 10.0),
+        alphas=None,
         *,
         kernel="rbf",
         gamma=None,
@@ -542,6 +562,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         kernel_params=None,
         n_components="auto",
         sampling="uniform",
+        loss_tol=0.01,
+        max_components=None,
         fit_intercept=True,
         criterion="loo",
         scoring=None,
@@ -559,6 +581,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.kernel_params = kernel_params
         self.n_components = n_components
         self.sampling = sampling
+        self.loss_tol = loss_tol
+        self.max_components = max_components
         self.fit_intercept = fit_intercept
         self.criterion = criterion
         self.scoring = scoring
@@ -568,7 +592,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
 
-    def _check_alphas(self):
+    def _check_alphas(self, n_samples):
+        if self.alphas is None:
+            return n_samples * DEFAULT_LAMBDAS
         alphas = np.asarray(self.alphas)
         if alphas.ndim == 0:
             alphas = alphas.reshape(1)
@@ -611,7 +637,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        alphas = self._check_alphas()
+        if self.alphas is not None:
+            self._check_alphas(1)  # a bad grid fails before the data are read
         if self.cv is not None and self.store_cv_results:
             raise ValueError(
                 "store_cv_results=True requires cv=None (efficient leave-one-out)."
@@ -623,13 +650,23 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 "efficient leave-one-out (or GCV), which runs as block reductions."
             )
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
+        alphas = self._check_alphas(X.shape[0])
         if X.shape[0] < 2:
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."
             )
         # Two passes (Gram matrix, then leave-one-out errors): keep the
-        # features if they fit the memory budget.
-        features = self._fit_nystroem(X, float(alphas.min()), self.tol, cache=True)
+        # features if they fit the memory budget.  The automatic rank is
+        # certified for the penalty the leave-one-out error prefers, round
+        # after round, not for the smallest of the grid.
+        features = self._fit_nystroem(
+            X,
+            float(alphas.min()),
+            self.tol,
+            cache=True,
+            response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
+            penalties=alphas,
+        )
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
 
         if self.cv is None:

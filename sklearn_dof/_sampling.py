@@ -83,8 +83,13 @@ def _largest(values, k):
 
 
 def _pivot_transform(S_BB, tol):
-    """``T`` (k x r) such that ``S(:, B) T`` are the factor's new columns:
-    ``T T^T`` inverts ``S_BB`` on the ``r`` directions above ``tol``.
+    """``(T, kept)``: ``T`` (k x r) such that ``S(:, B) T`` are the factor's
+    new columns, ``T T^T`` inverting ``S_BB`` on the ``r`` directions above
+    ``tol``, and ``kept`` the positions in ``B`` of the pivots behind those
+    columns, in their order (None when the columns mix pivots).
+
+    A block whose Cholesky factor has every pivot above ``tol`` keeps its
+    order (``T = U^{-1}``, ``k^3 / 3`` flops).  Otherwise:
 
     Cholesky with diagonal pivoting (LAPACK ``pstrf``, ``k^3 / 3`` flops)
     keeps the pivots ``B'`` whose Schur complement stays above ``tol``, and
@@ -96,6 +101,13 @@ def _pivot_transform(S_BB, tol):
     instead.
     """
     k = S_BB.shape[0]
+    # The block's own order first (Cholesky without pivoting): the columns
+    # then follow the pivots as the rule gave them, whatever the rounding of
+    # near-equal residuals, which would decide a pivoted order.
+    U, info = lapack.dpotrf(S_BB, lower=0, clean=1)
+    if info == 0 and np.diag(U).min(initial=np.inf) ** 2 > tol:
+        inverse, _ = lapack.dtrtri(U, lower=0)
+        return inverse, np.arange(k)
     U, piv, rank, info = lapack.dpstrf(S_BB, tol=tol, lower=0)
     if info < 0:  # pragma: no cover - only for invalid arguments
         raise linalg.LinAlgError(f"dpstrf failed with info={info}.")
@@ -111,13 +123,22 @@ def _pivot_transform(S_BB, tol):
         if np.abs(schur).max(initial=0.0) > 2 * tol:
             eigvals, eigvecs = linalg.eigh(S_BB)
             keep = eigvals > tol
-            return eigvecs[:, keep] / np.sqrt(eigvals[keep])
+            return eigvecs[:, keep] / np.sqrt(eigvals[keep]), None
     transform = np.zeros((k, rank))
     if rank:
+        # The kept pivots back in the block's order, refactored without
+        # pivoting (they are well conditioned now), so that their columns
+        # do not follow the rounding that ordered near-equal residuals.
+        kept = np.sort(piv[:rank])
+        U_kept, info = lapack.dpotrf(S_BB[np.ix_(kept, kept)], lower=0, clean=1)
+        if info == 0:
+            inverse, _ = lapack.dtrtri(U_kept, lower=0)
+            transform[kept] = inverse
+            return transform, kept
         # pstrf leaves the input's lower triangle below U: cleared first.
         inverse, _ = lapack.dtrtri(np.triu(U[:rank, :rank]), lower=0)
         transform[piv[:rank]] = inverse
-    return transform
+    return transform, piv[:rank]
 
 
 class PartialCholesky:
@@ -143,6 +164,12 @@ class PartialCholesky:
     pivots : list of int
         Every column index added so far, in order (including ones that added
         no rank, such as duplicated points).
+    column_pivots : list of int
+        The pivot behind each column of ``factor``, in the factor's order:
+        ``factor[:, :q]`` is the factor of the landmarks
+        ``column_pivots[:q]``, a nested sequence without the dependent
+        pivots (-1 for a column of the eigendecomposition fallback of a
+        block that is not positive semi-definite, which mixes pivots).
     """
 
     def __init__(self, columns, diagonal, rtol=DEFAULT_RTOL):
@@ -158,6 +185,7 @@ class PartialCholesky:
         self._rank = 0
         self._gram = None
         self.pivots = []
+        self.column_pivots = []
 
     @property
     def factor(self):
@@ -166,6 +194,14 @@ class PartialCholesky:
     @property
     def rank(self):
         return self._rank
+
+    @property
+    def complete(self):
+        """Whether the factor is that of ``K`` itself: every row pivoted, or
+        no residual left above the drop threshold."""
+        if len(self.pivots) == self.residual.shape[0]:
+            return True
+        return float(self.residual.max(initial=0.0)) <= self.rtol * self._scale
 
     def gram(self):
         """``G^T G`` in float64, computed once per rank (the stopping rule
@@ -271,9 +307,12 @@ class PartialCholesky:
         S_BB = self._schur_block(columns, indices)
         S_BB = 0.5 * (S_BB + S_BB.T)
         tol = self.rtol * self._scale * max(1, indices.size)
-        transform = _pivot_transform(S_BB.astype(np.float64), tol)
+        transform, kept = _pivot_transform(S_BB.astype(np.float64), tol)
         if transform.shape[1]:
             self._append(columns, transform)
+            self.column_pivots.extend(
+                indices[kept].tolist() if kept is not None else [-1] * len(transform.T)
+            )
 
     def add_random(self, n_pivots, random_state=None, block_size=None):
         """Randomly pivoted (block) Cholesky: pivots drawn from the residual.
@@ -372,6 +411,7 @@ class PartialCholesky:
             new /= np.sqrt(r)
             self._rank += 1
             self.pivots.append(i)
+            self.column_pivots.append(i)
             self.residual -= np.square(new, dtype=np.float64)
             self.residual[i] = 0.0
             np.clip(self.residual, 0, None, out=self.residual)

@@ -107,7 +107,11 @@ def test_float32_stays_float32(client, data):
 def test_ridge_agrees_with_numpy(client, data):
     X, y, Xd = data
     sw = np.random.RandomState(1).uniform(0.5, 2.0, X.shape[0])
-    make = lambda: DoFKernelRidge(alpha=3.0, gamma=0.5, random_state=0)  # noqa: E731
+    # "auto" on a dask array is the degrees-of-freedom rule (the certified
+    # rank needs the factor in memory): the same rule on both.
+    make = lambda: DoFKernelRidge(  # noqa: E731
+        alpha=3.0, gamma=0.5, n_components="dof", random_state=0
+    )
     a = make().fit(X, y, sample_weight=sw)
     # y as a dask array too: it is a per-row vector, gathered on the client.
     b = make().fit(Xd, da.from_array(y, chunks=500), sample_weight=sw)
@@ -126,7 +130,9 @@ def test_precomputed_kernel(client, data):
     X, y, _ = data
     K = np.exp(-0.5 * ((X[:400, None] - X[None, :400]) ** 2).sum(-1))
     Kd = da.from_array(K, chunks=(100, 400))
-    make = lambda: DoFKernelRidge(kernel="precomputed", random_state=0)  # noqa: E731
+    make = lambda: DoFKernelRidge(  # noqa: E731
+        kernel="precomputed", n_components="dof", random_state=0
+    )
     a, b = make().fit(K, y[:400]), make().fit(Kd, y[:400])
     np.testing.assert_array_equal(b.nystroem_.components_, a.nystroem_.components_)
     np.testing.assert_allclose(b.coef_, a.coef_, atol=ATOL)
@@ -137,7 +143,11 @@ def test_ridge_cv_loo_agrees_with_numpy(client, data):
     X, y, Xd = data
     Y = np.column_stack([y, np.cos(X[:, 0])])  # two targets
     make = lambda: DoFKernelRidgeCV(  # noqa: E731
-        alphas=(3.0, 30.0, 300.0), gamma=0.5, store_cv_results=True, random_state=0
+        alphas=(3.0, 30.0, 300.0),
+        gamma=0.5,
+        n_components="dof",  # "auto" on a dask array
+        store_cv_results=True,
+        random_state=0,
     )
     a, b = make().fit(X, Y), make().fit(Xd, Y)
     assert b.alpha_ == a.alpha_
@@ -214,7 +224,9 @@ def test_recomputed_features_give_the_same_fit(client, data, monkeypatch):
 def test_threaded_scheduler_without_a_cluster(data):
     """The executor is Dask's, whichever scheduler: no Client needed."""
     X, y, Xd = data
-    make = lambda: DoFKernelRidge(alpha=3.0, gamma=0.5, random_state=0)  # noqa: E731
+    make = lambda: DoFKernelRidge(  # noqa: E731
+        alpha=3.0, gamma=0.5, n_components="dof", random_state=0
+    )
     with dask.config.set(scheduler="threads"):
         b = make().fit(Xd, y)
         pred = b.predict(Xd).compute()

@@ -181,7 +181,11 @@ def test_cpu_small_subset(tmp_path, capsys):
     _, rows = _run(argv, capsys)
     for row in rows:
         assert int(row["n"]) == 225
-        assert float(row["d_eff"]) < float(row["d_max"]) < int(row["p"]) < 225
+        assert float(row["d_eff"]) < float(row["d_max"])
+        # The certified rank on the user's data (here all rows: near n the
+        # fit is exact), and the test error on the observed target within a
+        # few percent of exact kernel ridge.
+        assert 0 < int(row["p"]) <= 225
         assert float(row["ratio"]) < 1.1
 
 

@@ -155,7 +155,7 @@ def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch, dtype):
     # say so when they fall back.
     X, y, sw = data
     X = X.astype(dtype)
-    model = DoFKernelRidge(1.0, gamma=GAMMA, random_state=0)
+    model = DoFKernelRidge(1.0, gamma=GAMMA, n_components=40, random_state=0)
     expected = model.fit(X, y, sample_weight=sw).predict(X)
 
     class BrokenCholesky:
@@ -403,12 +403,19 @@ def test_gcv_matches_explicit_hat_matrix(small_data, fit_intercept, weighted):
 
 @pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
 def test_cv_rank_at_smallest_alpha_and_refit_on_same_features(data, sampling):
+    # The degrees-of-freedom rule sizes the rank for the smallest penalty.
     X, y, sw = data
     model = DoFKernelRidgeCV(
-        ALPHAS, gamma=GAMMA, sampling=sampling, random_state=0
+        ALPHAS, gamma=GAMMA, n_components="dof", sampling=sampling, random_state=0
     ).fit(X, y, sample_weight=sw)
     assert model.nystroem_.alpha == min(ALPHAS)
-    nys = DoFNystroem(alpha=min(ALPHAS), gamma=GAMMA, sampling=sampling, random_state=0)
+    nys = DoFNystroem(
+        alpha=min(ALPHAS),
+        gamma=GAMMA,
+        n_components="dof",
+        sampling=sampling,
+        random_state=0,
+    )
     nys.fit(X)
     assert model.n_components_ == nys.n_components_ < X.shape[0]
     assert model.dof_ == nys.dof_
@@ -641,15 +648,17 @@ def test_kernel_basis_sums_from_the_rows_factor(
     params = dict(gamma=gamma, n_components=300, sampling=sampling, random_state=0)
     model = DoFKernelRidge(alpha=alpha, fit_intercept=fit_intercept, **params)
     model.fit(X, y)
-    # A shifted K(I, I) + s I (see _linalg.shifted_landmark_cholesky) is factored
-    # too, except at the smallest penalty, which the shift would not leave
-    # alone: the pseudo-inverse basis then.
-    cholesky_basis = gamma == 0.3 or sampling == "pivoted" or lam > 1e-13
-    assert calls == ([300] if cholesky_basis else [])
-    if _route_atol(model) == 1e-8 or lam == 1e-13:
-        Phi, atol = DoFNystroem(alpha=alpha, **params).fit_transform(X), 1e-7
-    else:
-        Phi, atol = _fitted_features(model, X), 1e-6
+    # The landmarks lead the factor's columns (each block keeps the order
+    # its rule drew it in): the features are those columns themselves
+    # (DoFNystroem._fit's prefix route), no sums over kernel blocks needed.
+    assert calls == []
+    # So the features are K(X, I) R^{-1} with R^T R = K(I, I), unshifted
+    # whatever the block's conditioning (the factor's pivot tolerance left
+    # out the dependent points).
+    nystroem = model.nystroem_
+    R = linalg.cholesky(nystroem._landmark_gram())
+    K = rbf_kernel(X, nystroem.components_, gamma=gamma)
+    Phi, atol = linalg.solve_triangular(R, K.T, trans="T").T, 1e-6
     ridge = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="svd").fit(Phi, y)
     np.testing.assert_allclose(model.predict(X), ridge.predict(Phi), atol=atol)
     # Weights of 2 at twice the penalty: the same problem, summed by passes.

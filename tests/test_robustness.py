@@ -579,7 +579,12 @@ def test_duplicated_landmarks_match_exact_kernel_ridge(sampling):
 def test_huge_gamma_kernel_is_identity(cls):
     # K == I in float64: kernel ridge shrinks y by 1 / (1 + alpha).
     X, y = _data()
-    est = _fit(cls, X, y, gamma=1e6, fit_intercept=False, **_alpha(cls, 0.5))
+    kw = dict(gamma=1e6, fit_intercept=False, **_alpha(cls, 0.5))
+    # Such a kernel predicts nothing away from the training points, so the
+    # certified rank keeps one landmark (its estimated loss is none) ...
+    assert _fit(cls, X, y, **kw).n_components_ == 1
+    # ... and the degrees of freedom, n / (1 + alpha) for every point, all.
+    est = _fit(cls, X, y, n_components="dof", **kw)
     assert est.n_components_ == N
     np.testing.assert_allclose(est.predict(X), y / 1.5, atol=1e-10)
     np.testing.assert_allclose(est.predict(X + 1.0), 0.0, atol=1e-10)

@@ -94,6 +94,7 @@ def test_d_eff_samplers_need_fewer_columns_on_nonuniform_data(sampling):
         model = DoFKernelRidge(
             alpha=alpha,
             gamma=1.0,
+            n_components="dof",  # the samplers' rule from d_eff
             sampling=sampling,
             fit_intercept=False,
             random_state=seed,

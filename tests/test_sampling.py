@@ -134,13 +134,13 @@ def test_pivot_transform_inverts_the_block_at_cholesky_cost(K):
     # one copy and T T^T is a generalised inverse of the block.
     idx = np.r_[np.arange(20), 3]
     S = K[np.ix_(idx, idx)]
-    T = _pivot_transform(S, 1e-12)
+    T, _ = _pivot_transform(S, 1e-12)
     assert T.shape == (21, 20)
     np.testing.assert_allclose(S @ T @ T.T @ S, S, atol=1e-8)
     # Indefinite (a kernel that is not PSD): its positive part, as the
     # eigendecomposition keeps it, where pivoting would stop at once.
     S = np.array([[0.0, 1.0], [1.0, 0.0]])
-    T = _pivot_transform(S, 1e-12)
+    T, _ = _pivot_transform(S, 1e-12)
     assert T.shape == (2, 1)
     np.testing.assert_allclose(T @ T.T, [[0.5, 0.5], [0.5, 0.5]], atol=1e-12)
 
@@ -192,5 +192,5 @@ def test_a_pivot_below_the_threshold_adds_no_rank_even_first_in_its_block():
     assert rank.tolist() == [0, 1, 1, 2]
     # Residual of point 1 is about 1e-14, below 1e-12 * max(diag K).
     assert np.all(np.diag(K - G @ G.T) >= -1e-15)
-    transform = _sampling._pivot_transform(np.array([[1e-14]]), tol=1e-12)
+    transform, _ = _sampling._pivot_transform(np.array([[1e-14]]), tol=1e-12)
     assert transform.shape == (1, 0)
