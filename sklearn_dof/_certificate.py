@@ -44,6 +44,8 @@ from scipy import linalg
 # evidence that the next one will be as small).
 _RATIO_MAX = 0.9
 _RATIO_MIN = 0.25
+# Rows of the factor per block of the certificate's pass (its float64 copy).
+_BLOCK_BYTES = 8 * 2**20
 # Floor of 1 - h_i: a leverage of one leaves no point out.
 _LEVERAGE_FLOOR = 1e-8
 # Floor of the error relative to the variance of the targets: on noise-free
@@ -175,11 +177,10 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
         mean = G.mean(axis=0, dtype=np.float64)
         y = y - y.mean(axis=0)
         gram = gram - n * np.outer(mean, mean)
-    residual = y.copy()
     leverage = np.full(n, 1.0 / n if center else 0.0)
     ranks = np.unique(np.linspace(0, r, min(n_ranks, r) + 1).round().astype(int))
     squares = np.empty((n, ranks.shape[0]))
-    squares[:, 0] = _loo_squares(residual, leverage)
+    squares[:, 0] = _loo_squares(y, leverage)
     if r == 0:
         return ranks, squares
     # A penalty below the rounding of the Gram matrix (which the estimators
@@ -189,15 +190,22 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
     # G_c^T y = G^T y, y being centred.
     rhs = G.T.astype(np.float64, copy=False) @ y
     u = linalg.solve_triangular(R, rhs, lower=True, check_finite=False)
-    R_inv = linalg.solve_triangular(R, np.eye(r), lower=True, check_finite=False)
-    for i in range(1, ranks.shape[0]):
-        a, b = ranks[i - 1], ranks[i]
-        # Z[:, a:b] = G_c[:, :b] R_inv[a:b, :b]^T with G_c = G - 1 mean^T.
-        M = R_inv[a:b, :b].T
-        Z = G[:, :b].astype(np.float64, copy=False) @ M - mean[:b] @ M
-        residual -= Z @ u[a:b]
-        leverage += np.einsum("ij,ij->i", Z, Z)
-        squares[:, i] = _loo_squares(residual, leverage)
+    # By blocks of rows: Z_b = G_c[rows] R^{-T} (a triangular solve), then
+    # running sums along the columns give every rank's fit and leverages.
+    block = max(1, min(n, _BLOCK_BYTES // (8 * max(r, 1))))
+    grid = ranks[1:] - 1  # the last column of each rank of the grid
+    for start in range(0, n, block):
+        rows = slice(start, min(start + block, n))
+        G_b = G[rows].astype(np.float64) - mean
+        Z = linalg.solve_triangular(R, G_b.T, lower=True, check_finite=False).T
+        leverages = leverage[rows, None] + np.cumsum(Z * Z, axis=1)[:, grid]
+        k = y.shape[1]
+        fitted = np.empty((Z.shape[0], grid.shape[0], k))
+        for t in range(k):
+            fitted[:, :, t] = np.cumsum(Z * u[:, t], axis=1)[:, grid]
+        residuals = y[rows, None, :] - fitted
+        scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
+        squares[rows, 1:] = ((residuals / scale[:, :, None]) ** 2).sum(axis=2)
     return ranks, squares
 
 

@@ -1,0 +1,179 @@
+"""Defaults on real data: ``DoFKernelRidgeCV()`` against scikit-learn.
+
+For every regression set of ``../shared/data`` at full size (its fixed
+train/test split, else a seeded 80/20 split), fits, each in a fresh child
+process (peak RSS from ``VmHWM``, reset before the fit):
+
+* ``make_pipeline(StandardScaler(), DoFKernelRidgeCV())``, every parameter
+  at its default (RBF with ``gamma = 1 / n_features``, the penalty grid
+  ``n * lambda`` for ``lambda`` in ``1e-6 .. 1``, the certified rank);
+* ``make_pipeline(StandardScaler(), Nystroem(n_components=500),
+  RidgeCV())``, scikit-learn's defaults around a rank of 500;
+* exact ``KernelRidge`` at the penalty ``DoFKernelRidgeCV`` selected (the
+  same kernel; ``y`` centred, since it has no intercept), where the
+  ``n x n`` matrix takes at most ``--exact-max-rows`` rows.
+
+Reported: fit time, rank, peak RSS, test R^2, and the time ratio against
+scikit-learn's pipeline.  The issue's target: at most 3x scikit-learn's
+time at an R^2 at least as good.
+
+Usage::
+
+    python benchmarks/bench_defaults.py                    # about 10 minutes
+    python benchmarks/bench_defaults.py --sets abalone,pol
+
+Results: ``results/defaults/results.json``.
+"""
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from _common import rss_probe, run_child
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "defaults"
+REGRESSION = (
+    "abalone",
+    "pumadyn32nm",
+    "pumadyn32nm_snelson",
+    "bank32nh",
+    "bank32nm",
+    "cpu_small",
+    "cpu_act",
+    "kin40k",
+    "pol",
+    "ailerons",
+)
+SYSTEMS = ("DoFKernelRidgeCV()", "Nystroem(500) + RidgeCV()", "KernelRidge")
+
+
+def load(name, seed=0):
+    """Train and test rows of a data set: its split, else a seeded 80/20."""
+    d = np.load(DATA / f"{name}.npz")
+    X, y = d["X"], d["y"].astype(np.float64)
+    if "is_test" in d:
+        test = d["is_test"]
+    else:
+        order = np.random.RandomState(seed).permutation(X.shape[0])
+        test = np.zeros(X.shape[0], dtype=bool)
+        test[order[int(0.8 * X.shape[0]) :]] = True
+    return X[~test], y[~test], X[test], y[test]
+
+
+def child(case):
+    """Fit one system on one set; timings, rank, R^2, peak RSS."""
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.linear_model import RidgeCV
+    from sklearn.metrics import r2_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from sklearn_dof import DoFKernelRidgeCV
+
+    X, y, X_test, y_test = load(case["set"])
+    system = case["system"]
+    if system == "KernelRidge":
+        scaler = StandardScaler().fit(X)
+        X, X_test = scaler.transform(X), scaler.transform(X_test)
+        y_mean = y.mean()
+        model = KernelRidge(alpha=case["alpha"], kernel="rbf", gamma=1.0 / X.shape[1])
+        stop = rss_probe()
+        start = time.perf_counter()
+        model.fit(X, y - y_mean)
+        seconds = time.perf_counter() - start
+        prediction = model.predict(X_test) + y_mean
+        record = {"n_components": X.shape[0]}
+    else:
+        if system == "DoFKernelRidgeCV()":
+            model = make_pipeline(StandardScaler(), DoFKernelRidgeCV())
+        else:
+            model = make_pipeline(
+                StandardScaler(), Nystroem(n_components=500, random_state=0), RidgeCV()
+            )
+        stop = rss_probe()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start = time.perf_counter()
+            model.fit(X, y)
+            seconds = time.perf_counter() - start
+        prediction = model.predict(X_test)
+        record = {"warnings": sorted({str(w.message)[:200] for w in caught})}
+        last = model[-1]
+        if system == "DoFKernelRidgeCV()":
+            nystroem = last.nystroem_
+            record |= {
+                "n_components": int(last.n_components_),
+                "alpha": float(last.alpha_),
+                "lambda": float(last.alpha_) / X.shape[0],
+                "estimated_loss": float(nystroem.loss_estimate_),
+                "exact": bool(nystroem.exact_),
+                "requested_components": nystroem.requested_components_,
+            }
+        else:
+            record |= {"n_components": 500, "alpha": float(last.alpha_)}
+    return dict(
+        case,
+        **record,
+        **stop(),
+        fit_seconds=seconds,
+        n_train=int(X.shape[0]),
+        n_test=int(X_test.shape[0]),
+        r2=float(r2_score(y_test, prediction)),
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default=",".join(REGRESSION))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--exact-max-rows", type=int, default=12_000)
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    header = (
+        f"{'set':20s} {'n':>6s} {'system':26s} {'p':>5s} {'fit s':>7s} "
+        f"{'x sk':>5s} {'RSS MB':>7s} {'R2':>7s}"
+    )
+    print(header)
+    for name in args.sets.split(","):
+        ours = run_child(__file__, {"set": name, "system": SYSTEMS[0]}, args.threads)
+        theirs = run_child(__file__, {"set": name, "system": SYSTEMS[1]}, args.threads)
+        rows = [ours, theirs]
+        if ours["n_train"] <= args.exact_max_rows:
+            case = {"set": name, "system": SYSTEMS[2], "alpha": ours["alpha"]}
+            rows.append(run_child(__file__, case, args.threads, check=False))
+        for row in rows:
+            row["time_over_sklearn"] = (
+                row.get("fit_seconds", np.nan) / theirs["fit_seconds"]
+            )
+            records.append(row)
+            cells = (
+                row.get("n_components", -1),
+                row.get("fit_seconds", np.nan),
+                row["time_over_sklearn"],
+                row.get("peak_rss_mb", np.nan),
+                row.get("r2", np.nan),
+            )
+            print(
+                f"{name:20s} {ours['n_train']:6d} {row['system']:26s} "
+                "{:5d} {:7.2f} {:5.2f} {:7.0f} {:7.4f}".format(*cells),
+                flush=True,
+            )
+        (args.output_dir / "results.json").write_text(
+            json.dumps({"threads": args.threads, "records": records}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The loss certificate of the automatic rank, its budget and its exact end."""
+
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.metrics.pairwise import rbf_kernel
+
+from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, DoFNystroem, auto_rank
+from sklearn_dof import _certificate, _landmarks
+from sklearn_dof._certificate import loo_curve, loss_certificate
+from sklearn_dof._kernels import KernelColumns
+from sklearn_dof._ridge import DEFAULT_LAMBDAS
+from sklearn_dof._samplers import partial_cholesky_of
+
+
+def _target(X):
+    return np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """800 training rows, 20,000 test rows of the same noisy function, and
+    the test error of exact kernel ridge (with an intercept)."""
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, (800, 3))
+    y = _target(X) + 0.3 * rng.randn(800)
+    X_test = rng.uniform(-1, 1, (20_000, 3))
+    y_test = _target(X_test) + 0.3 * rng.randn(20_000)
+    alpha, gamma = 800 * 1e-4, 2.0
+    K = rbf_kernel(X, gamma=gamma)
+    dual = np.linalg.solve(K + alpha * np.eye(800), y - y.mean())
+    exact = rbf_kernel(X_test, X, gamma=gamma) @ dual + y.mean()
+    error = np.mean((exact - y_test) ** 2)
+    return X, y, X_test, y_test, alpha, gamma, error
+
+
+def _factor(X, gamma, order):
+    chol = partial_cholesky_of(KernelColumns(X, "rbf", {"gamma": gamma}))
+    chol.add(order)
+    return chol
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_loo_curve_is_the_leave_one_out_of_every_prefix_rank(center):
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 3)
+    Y = np.c_[np.sin(X[:, 0]) + 0.1 * rng.randn(300), X[:, 1]]
+    chol = _factor(X, 0.5, np.arange(0, 300, 3))
+    alpha = 0.7
+    ranks, squares = loo_curve(chol, Y, alpha, center, n_ranks=7)
+    assert ranks[0] == 0 and ranks[-1] == chol.rank and len(ranks) == 8
+    G = chol.factor
+    for j, q in enumerate(ranks):
+        F, T = G[:, :q], Y
+        if center:
+            F, T = F - F.mean(axis=0), Y - Y.mean(axis=0)
+        H = F @ np.linalg.solve(F.T @ F + alpha * np.eye(q), F.T)
+        H += 1 / 300 if center else 0.0
+        loo = (T - H @ T) / (1 - np.diag(H))[:, None]
+        np.testing.assert_allclose(squares[:, j], (loo**2).sum(axis=1), rtol=1e-9)
+
+
+def test_certificate_is_monotone_and_tracks_the_measured_loss(problem):
+    X, y, X_test, y_test, alpha, gamma, error = problem
+    chol = _factor(X, gamma, np.random.RandomState(1).permutation(800))
+    certificate = loss_certificate(chol, y[:, None], alpha)
+    assert certificate.complete and certificate.tail == 0.0
+    losses = certificate.losses
+    assert np.all(np.diff(losses) <= 0) and losses[-1] == 0.0
+    tol = 0.01
+    q = certificate.certified_rank(tol)
+    assert np.all(losses[certificate.ranks < q] > tol)
+    assert np.all(losses[certificate.ranks >= q] <= tol)
+    # Against the excess test error measured on 20,000 fresh points: far
+    # from the exact fit the estimate is within a factor 3 of it (a mean of
+    # leave-one-out differences over a few hundred rows), and the ranks it
+    # certifies lose at most twice the tolerance.
+    for rank in (20, 40, 60, 120, 200):
+        landmarks = np.asarray(chol.column_pivots[:rank])
+        model = DoFKernelRidge(
+            alpha=alpha, gamma=gamma, n_components=rank, sampling=landmarks
+        ).fit(X, y)
+        measured = np.mean((model.predict(X_test) - y_test) ** 2) / error - 1
+        estimate = certificate.loss(rank)
+        if measured > 0.1:
+            assert measured / 3 <= estimate <= 3 * measured
+        if estimate <= tol:
+            assert measured <= 2 * tol
+
+
+def test_certified_rank_keeps_test_error_and_says_so(problem):
+    X, y, X_test, y_test, alpha, gamma, error = problem
+    model = DoFKernelRidge(alpha=alpha, gamma=gamma, random_state=0).fit(X, y)
+    nystroem = model.nystroem_
+    assert 0 <= nystroem.loss_estimate_ <= nystroem.loss_tol == 0.01
+    assert nystroem.requested_components_ is None
+    measured = np.mean((model.predict(X_test) - y_test) ** 2) / error - 1
+    assert measured <= 0.01
+    assert model.n_components_ < 400
+    # The paper's rule, by name, is the rank of the d.o.f. estimate.
+    paper = DoFKernelRidge(
+        alpha=alpha, gamma=gamma, n_components="dof", random_state=0
+    ).fit(X, y)
+    assert paper.n_components_ == auto_rank(paper.dof_, "uniform", 800)
+    assert np.isnan(paper.nystroem_.loss_estimate_)
+
+
+def test_transformer_certifies_on_the_targets_a_pipeline_passes(problem):
+    X, y, *_, alpha, gamma, _ = problem
+    with_y = DoFNystroem(alpha=alpha, gamma=gamma, random_state=0).fit(X, y)
+    without = DoFNystroem(alpha=alpha, gamma=gamma, random_state=0).fit(X)
+    assert 0 <= with_y.loss_estimate_ <= 0.01
+    # Without targets (or with class labels as strings) the paper's rule.
+    assert np.isnan(without.loss_estimate_)
+    labels = np.where(y > 0, "a", "b")
+    with_labels = DoFNystroem(alpha=alpha, gamma=gamma, random_state=0).fit(X, labels)
+    assert with_labels.n_components_ == without.n_components_
+
+
+def test_cap_binds_with_a_warning(problem):
+    X, y, *_, gamma, _ = problem
+    model = DoFKernelRidge(alpha=1e-6, gamma=gamma, max_components=40, random_state=0)
+    with pytest.warns(UserWarning, match="stopped at max_components=40") as record:
+        model.fit(X, y)
+    assert "asks for about" in str(record[0].message)
+    nystroem = model.nystroem_
+    assert model.n_components_ == 40
+    assert nystroem.loss_estimate_ > nystroem.loss_tol
+    assert 40 < nystroem.requested_components_ <= 800
+
+
+def test_near_n_the_fit_is_exact_kernel_ridge():
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, (300, 2))
+    y = np.sin(6 * X[:, 0]) + 0.05 * rng.randn(300)
+    # A narrow kernel and a small penalty: every row matters.
+    kw = dict(alpha=300 * 1e-7, gamma=30.0)
+    model = DoFKernelRidge(fit_intercept=False, random_state=0, **kw).fit(X, y)
+    assert model.nystroem_.exact_ and model.n_components_ == 300
+    exact = KernelRidge(kernel="rbf", **kw).fit(X, y)
+    X_new = rng.uniform(-1, 1, (50, 2))
+    np.testing.assert_allclose(model.predict(X_new), exact.predict(X_new), atol=1e-7)
+
+
+def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):
+    rng = np.random.RandomState(0)
+    n, cap = 20_000, 64
+    X = rng.randn(n, 4)
+    y = np.sin(X[:, 0]) + 0.1 * rng.randn(n)
+    model = DoFKernelRidge(alpha=n * 1e-9, gamma=0.5, max_components=cap)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the cap binds
+        tracemalloc.start()
+        model.fit(X, y)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert model.n_components_ == cap
+    factor = 8 * n * cap
+    # The factor, the certificate's blocks of rows, X, y and the landmarks.
+    assert peak < 2 * factor + 8 * _certificate._BLOCK_BYTES
+    # Past the factor's budget the certificate reads a subsample of rows.
+    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", factor // 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        tracemalloc.start()
+        model.fit(X, y)
+        _, subsampled = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert subsampled < 0.5 * peak
+    assert model.n_components_ == cap
+    assert np.isfinite(model.predict(X[:10])).all()
+
+
+def test_cv_certifies_the_rank_for_the_penalty_it_selects(problem):
+    X, y, X_test, y_test, alpha, gamma, error = problem
+    model = DoFKernelRidgeCV(gamma=gamma, random_state=0).fit(X, y)
+    # The default grid is on the paper's scale, alpha = n * lambda.
+    assert model.alpha_ / 800 in DEFAULT_LAMBDAS
+    # The rank is sized for the penalty chosen, not by the degrees of
+    # freedom at the grid's smallest (1e-6 here, d_max near n).
+    assert model.nystroem_.alpha == model.alpha_
+    assert model.n_components_ < 400
+    smallest = DoFKernelRidge(
+        alpha=800 * DEFAULT_LAMBDAS[0], gamma=gamma, n_components="dof"
+    ).fit(X, y)
+    assert model.n_components_ < smallest.n_components_
+    measured = np.mean((model.predict(X_test) - y_test) ** 2) / error - 1
+    assert measured <= 0.01
