@@ -4,8 +4,9 @@ Choosing alpha: leave-one-out and GridSearchCV
 ==============================================
 
 ``alpha`` plays two parts in this library: it is the ridge penalty, and it
-sets the degrees of freedom from which ``n_components="auto"`` takes the
-rank.  A smaller ``alpha`` fits more closely and needs more landmarks.  This
+sets the loss that ``n_components="auto"`` certifies the rank for (and the
+degrees of freedom of the paper's rule).  A smaller ``alpha`` fits more
+closely and needs more landmarks.  This
 example tunes it two ways:
 
 1. :class:`~sklearn_dof.DoFKernelRidgeCV`: every ``alpha`` of a grid scored by

@@ -104,7 +104,8 @@ for key, problem in data.items():
 # ``p / d_max``: the curves fall together.  Greedy pivoted columns (dashed)
 # are within a few percent of exact kernel ridge from ``p`` about ``d_max``,
 # uniform columns (solid, median of five draws) from a small multiple of it.
-# The dotted lines are the constants of ``n_components="auto"``
+# The dotted lines are the constants of the paper's rule,
+# ``n_components="dof"``
 # (:func:`sklearn_dof.auto_rank`): ``2.75 d_max`` uniform and ``1.5 d_max``
 # pivoted columns.  A ratio slightly below one is no mistake: the Nystroem
 # approximation shrinks the fit a little more than exact kernel ridge, which
@@ -158,9 +159,9 @@ fig.tight_layout()
 plt.show()
 
 # %%
-# What ``n_components="auto"`` picks
-# ----------------------------------
-# The automatic rank uses the *estimated* ``d_max``
+# What ``n_components="dof"`` picks
+# ---------------------------------
+# The paper's rule uses the *estimated* ``d_max``
 # (:func:`sklearn_dof.estimate_degrees_of_freedom`, from a few columns), never
 # the exact one computed above from the whole matrix.
 for key, problem in data.items():
@@ -169,6 +170,7 @@ for key, problem in data.items():
             DoFNystroem(
                 kernel="precomputed",
                 alpha=problem["alpha"],
+                n_components="dof",
                 sampling=sampling,
                 random_state=0,
             ),

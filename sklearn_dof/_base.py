@@ -19,7 +19,6 @@ NYSTROEM_CONSTRAINTS = {
     **KERNEL_CONSTRAINTS,
     "n_components": DoFNystroem._parameter_constraints["n_components"],
     "sampling": DoFNystroem._parameter_constraints["sampling"],
-    "loss_tol": DoFNystroem._parameter_constraints["loss_tol"],
     "max_components": DoFNystroem._parameter_constraints["max_components"],
     "random_state": ["random_state"],
     "fit_intercept": ["boolean"],
@@ -63,6 +62,7 @@ class DoFKernelMixin:
         kernel_basis=False,
         response=None,
         penalties=None,
+        loss_tol=0.01,
     ):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
@@ -77,8 +77,9 @@ class DoFKernelMixin:
 
         ``response``: the targets (float64, ``n x n_targets``) that a
         certified automatic rank is computed for, with an intercept when
-        the estimator fits one; ``penalties``: a grid of penalties whose
-        best one the rank is certified for (see ``DoFNystroem._fit``).
+        the estimator fits one, to ``loss_tol``; ``penalties``: a grid of
+        penalties whose best one the rank is certified for (see
+        ``DoFNystroem._fit``).
         """
         self.nystroem_ = DoFNystroem(
             kernel=self.kernel,
@@ -89,7 +90,7 @@ class DoFKernelMixin:
             alpha=alpha,
             n_components=self.n_components,
             sampling=self.sampling,
-            loss_tol=self.loss_tol,
+            loss_tol=loss_tol,
             max_components=self.max_components,
             tol=dof_tol,
             random_state=self.random_state,

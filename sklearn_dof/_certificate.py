@@ -36,7 +36,6 @@ doc/automatic_rank.rst):
 import math
 
 import numpy as np
-from scipy import linalg
 
 # Ratio of the decrease of GCV over the last doubling to the one before it
 # beyond which the tail is not extrapolated (the decrease has not started to
@@ -44,6 +43,9 @@ from scipy import linalg
 # evidence that the next one will be as small).
 _RATIO_MAX = 0.9
 _RATIO_MIN = 0.25
+# Columns of the factor on which the penalty of a grid is chosen: the choice
+# settles long before the rank does, and its eigendecomposition costs r^3.
+_PENALTY_RANK = 1024
 # Rows of the factor per block of the certificate's pass (its float64 copy).
 _BLOCK_BYTES = 8 * 2**20
 # Floor of 1 - h_i: a leverage of one leaves no point out.
@@ -186,18 +188,20 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
     # A penalty below the rounding of the Gram matrix (which the estimators
     # warn about) is taken at that rounding: the certificate needs a factor.
     shift = max(alpha, r * np.finfo(float).eps * float(np.abs(np.diag(gram)).max()))
-    R = linalg.cholesky(gram + shift * np.eye(r), lower=True, check_finite=False)
+    # numpy's LAPACK and products throughout: scipy's BLAS is a second
+    # thread pool, which competes for the cores with numpy's right after
+    # its products (doc/architecture.rst); R^{-1} once, then products.
+    R_inv = np.linalg.inv(np.linalg.cholesky(gram + shift * np.eye(r)))
+    R_inv = np.tril(R_inv)
     # G_c^T y = G^T y, y being centred.
-    rhs = G.T.astype(np.float64, copy=False) @ y
-    u = linalg.solve_triangular(R, rhs, lower=True, check_finite=False)
-    # By blocks of rows: Z_b = G_c[rows] R^{-T} (a triangular solve), then
-    # running sums along the columns give every rank's fit and leverages.
+    u = R_inv @ (G.T.astype(np.float64, copy=False) @ y)
+    # By blocks of rows: Z_b = G_c[rows] R^{-T}, then running sums along
+    # the columns give every rank's fit and leverages.
     block = max(1, min(n, _BLOCK_BYTES // (8 * max(r, 1))))
     grid = ranks[1:] - 1  # the last column of each rank of the grid
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
-        G_b = G[rows].astype(np.float64) - mean
-        Z = linalg.solve_triangular(R, G_b.T, lower=True, check_finite=False).T
+        Z = (G[rows].astype(np.float64) - mean) @ R_inv.T
         leverages = leverage[rows, None] + np.cumsum(Z * Z, axis=1)[:, grid]
         k = y.shape[1]
         fitted = np.empty((Z.shape[0], grid.shape[0], k))
@@ -279,19 +283,23 @@ def _tail(ranks, errors, reference):
     return last / reference * ratio / (1.0 - ratio)
 
 
-def penalty_errors(factor, response, penalties, center=True, block=4096):
-    """Leave-one-out error of the ridge fit on all the factor's columns at
-    each penalty: one eigendecomposition of ``G^T G`` (``O(r^3)``) and one
-    pass over ``G`` by blocks of rows (``O(n r^2)``), then ``O(n r)`` per
-    penalty, as in :class:`~sklearn.linear_model.RidgeCV`.
+def penalty_errors(
+    factor, response, penalties, center=True, max_rank=_PENALTY_RANK, block=4096
+):
+    """Leave-one-out error of the ridge fit on the factor's first columns
+    (at most ``max_rank``) at each penalty: one eigendecomposition of their
+    Gram matrix (``O(r^3)``) and one pass over them by blocks of rows
+    (``O(n r^2)``), then ``O(n r)`` per penalty, as in
+    :class:`~sklearn.linear_model.RidgeCV`.
 
     Returns an array of shape (len(penalties),).
     """
-    G = factor.factor
-    n, r = G.shape
+    r = min(factor.rank, max_rank)
+    G = factor.factor[:, :r]
+    n = G.shape[0]
     y = np.asarray(response, dtype=np.float64)
     mean = np.zeros(r)
-    gram = np.asarray(factor.gram(), dtype=np.float64)
+    gram = np.asarray(factor.gram(), dtype=np.float64)[:r, :r]
     if center:
         mean = G.mean(axis=0, dtype=np.float64)
         y = y - y.mean(axis=0)

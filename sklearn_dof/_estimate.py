@@ -14,14 +14,9 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_array
 
-from . import _parallel
+from . import _linalg, _parallel
 from ._certificate import loss_certificate, penalty_errors
-from ._dof import (
-    _averaged_dof,
-    _dof_from_factor,
-    _shrinkage_traces,
-    _unclipped_d_eff,
-)
+from ._dof import _averaged_dof, _dof_from_factor, _unclipped_d_eff
 from ._kernels import KernelColumns, get_kernel_params
 from ._samplers import (
     SAMPLING_OPTIONS,
@@ -250,10 +245,11 @@ def _certified_estimate(
     as the rounds it replaces.
 
     With ``penalties`` (a grid, for cross-validation), each round first
-    picks the penalty of the grid with the smallest leave-one-out error at
-    the rank grown (:func:`~sklearn_dof._certificate.penalty_errors`), and
-    certifies the rank for that one: the rank follows the penalty the
-    search selects, not the smallest of its grid.
+    picks the penalty of the grid with the smallest leave-one-out error on
+    the factor's first columns, at most 1024
+    (:func:`~sklearn_dof._certificate.penalty_errors`), and certifies the
+    rank for that one: the rank follows the penalty the search selects,
+    not the smallest of its grid.
 
     Each round costs the factor's growth, its Gram matrix ``G^T G`` and
     ``G^T y`` (``O(n r^2)``) and ``O(r^3)`` for the certificate; the score
@@ -286,9 +282,9 @@ def _certified_estimate(
     dof = _dof_from_factor(
         chol, alpha, n, uniform=rule.uniform_sample, bounds=False, spectrum=False
     )
-    if chol.rank:
-        traces = _shrinkage_traces(np.asarray(chol.gram()), alpha)
-        dof.d_ave = traces[1] if traces is not None else np.nan
+    # d_ave from the factor's spectrum (numpy's LAPACK, see loo_curve).
+    spectrum = np.linalg.eigvalsh(np.asarray(chol.gram())) if chol.rank else []
+    dof.d_ave = float((_linalg.shrinkage(np.asarray(spectrum), alpha) ** 2).sum())
     return dof, chol, grow, certificate, alpha
 
 

@@ -64,11 +64,15 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         Degree of the polynomial kernel.
     kernel_params : dict, default=None
         Extra keyword arguments of the kernel.
-    n_components : "auto" or int, default="auto"
-        Rank of the Nystroem features, see :class:`DoFNystroem`.
+    n_components : "auto", "dof" or int, default="auto"
+        Rank of the Nystroem features, see :class:`DoFNystroem`.  The loss
+        certificate of ``"auto"`` is for squared loss: here ``"auto"`` is
+        the paper's rule from the degrees of freedom, as ``"dof"``.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
+    max_components : int, default=None
+        Cap of an automatic rank (None: 4096), see :class:`DoFNystroem`.
     fit_intercept : bool, default=True
         Whether to fit unpenalised intercepts.
     tol : float, default=1e-8
@@ -174,7 +178,6 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         kernel_params=None,
         n_components="auto",
         sampling="uniform",
-        loss_tol=0.01,
         max_components=None,
         fit_intercept=True,
         tol=1e-8,
@@ -191,7 +194,6 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         self.kernel_params = kernel_params
         self.n_components = n_components
         self.sampling = sampling
-        self.loss_tol = loss_tol
         self.max_components = max_components
         self.fit_intercept = fit_intercept
         self.tol = tol

@@ -197,10 +197,16 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     Bach (2013) shows that this loses no prediction accuracy as soon as ``p``
     grows linearly with the *maximal marginal degrees of freedom*
     ``d_max = n max_i [K (K + alpha I)^{-1}]_ii`` (up to a logarithm).  With
-    ``n_components="auto"`` the transformer estimates ``d_max`` without
-    forming the ``n x n`` matrix (:func:`estimate_degrees_of_freedom`, whose
-    columns are then reused as landmarks) and sets ``p`` by
-    :func:`auto_rank`.
+    ``n_components="auto"`` and targets ``y`` (which a
+    :class:`~sklearn.pipeline.Pipeline` passes on), the landmarks grow by
+    doubling, nested, until the leave-one-out error of the ridge on them
+    certifies that the smallest such rank loses at most ``loss_tol`` (1%)
+    of the test error of exact kernel ridge at this ``alpha``
+    (:ref:`automatic_rank`); the degrees of freedom are estimated on the way
+    without forming the ``n x n`` matrix and reported.  Without targets, and
+    with ``n_components="dof"``, the rank is the paper's rule from the
+    estimated degrees of freedom (:func:`auto_rank`).  Either way the rank
+    is at most ``max_components``.
 
     Parameters
     ----------
@@ -222,11 +228,14 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         The ridge penalty the features will be used with, on scikit-learn's
         scale (``alpha = n * lambda``, ``C = 1 / alpha`` for logistic loss).
         The degrees of freedom, hence the automatic rank, depend on it.
-    n_components : "auto" or int, default="auto"
-        Number of landmarks ``p``.  ``"auto"``: from the estimated ``d_max``
-        by :func:`auto_rank`; an int larger than ``n_samples`` is clipped
-        with a warning.  Pass ``theoretical_rank(...)`` for Bach's worst-case
-        rank.
+    n_components : "auto", "dof" or int, default="auto"
+        Number of landmarks ``p``.  ``"auto"``: the smallest rank whose
+        estimated loss of test error against exact kernel ridge is at most
+        ``loss_tol``, certified on the targets ``y`` given to ``fit`` (the
+        paper's rule without them); ``"dof"``: the paper's rule,
+        :func:`auto_rank` of the estimated degrees of freedom; an int larger
+        than ``n_samples`` is clipped with a warning.  Pass
+        ``theoretical_rank(...)`` for Bach's worst-case rank.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         How the landmarks are chosen; only the kernel diagonal and the
@@ -250,8 +259,20 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
           row indices or points (2-D, e.g. k-means centres; not with a
           precomputed kernel); with ``"auto"`` the rank comes from the uniform
           estimate of ``d_max``.
+    loss_tol : float, default=0.01
+        Loss of test error, relative to exact kernel ridge at the same
+        ``alpha``, that ``n_components="auto"`` allows (see
+        ``loss_estimate_``).
+    max_components : int, default=None
+        Cap of an automatic rank (``"auto"`` and ``"dof"``); None: 4096
+        (``p x p`` float64 matrices of 128 MiB).  The factor the certified
+        rank grows holds at most 1 GiB: beyond ``2**27 / max_components``
+        rows the certificate reads a uniform subsample of the rows at the
+        same ``lambda = alpha / n``.  When the cap stops the rank short of
+        ``loss_tol`` a warning says what rank the certificate asks for.
     tol : float, default=0.1
-        Relative tolerance of the degrees-of-freedom estimate.
+        Relative tolerance of the degrees-of-freedom estimate (of
+        ``n_components="dof"``).
     random_state : int, RandomState instance or None, default=None
         Seed of the random samplers (and passed to a selector).
     n_jobs : int, default=None
@@ -289,6 +310,16 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     dof_columns_ : int
         Number of kernel columns the estimate used (``n_components_`` for an
         int rank).
+    loss_estimate_ : float
+        With a certified ``"auto"`` rank, its estimated loss of test error
+        relative to exact kernel ridge at ``alpha`` (NaN otherwise).
+    requested_components_ : int or None
+        The rank the automatic rule asked for when ``max_components``
+        stopped it (None when it did not).
+    exact_ : bool
+        Whether every distinct training row is a landmark: the fit is then
+        exact kernel ridge (the certified rank goes there when it needs more
+        than half of the rows and ``max_components`` allows all of them).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -297,8 +328,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     See Also
     --------
     sklearn.kernel_approximation.Nystroem : Fixed-rank uniform Nystroem.
-    estimate_degrees_of_freedom : The estimate behind ``n_components="auto"``.
-    auto_rank : The automatic rank rule.
+    estimate_degrees_of_freedom : The estimate behind ``n_components="dof"``.
+    auto_rank : The paper's rank rule.
 
     References
     ----------

@@ -38,10 +38,11 @@ from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._nystroem import DoFNystroem
 from ._ridge_solve import cv_errors, ridge_problem
 
-# The parameters of both estimators forwarded to DoFNystroem (tol: the
-# tolerance of the d.o.f. estimate).
+# The parameters of both estimators forwarded to DoFNystroem (loss_tol: the
+# certified rank's, tol: the d.o.f. estimate's tolerance).
 _NYSTROEM_CONSTRAINTS = {
     **NYSTROEM_CONSTRAINTS,
+    "loss_tol": DoFNystroem._parameter_constraints["loss_tol"],
     "tol": DoFNystroem._parameter_constraints["tol"],
 }
 
@@ -190,16 +191,25 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Degree of the polynomial kernel.
     kernel_params : dict, default=None
         Extra keyword arguments of the kernel.
-    n_components : "auto" or int, default="auto"
-        Number of landmarks ``p``, see :class:`~sklearn_dof.DoFNystroem`.
+    n_components : "auto", "dof" or int, default="auto"
+        Number of landmarks ``p``, see :class:`~sklearn_dof.DoFNystroem`:
+        ``"auto"`` certifies the rank on ``y`` (the loss of test error
+        against exact kernel ridge at ``alpha`` at most ``loss_tol``);
+        ``"dof"`` is the paper's rule from the degrees of freedom.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
+    loss_tol : float, default=0.01
+        Loss of test error that ``n_components="auto"`` allows.
+    max_components : int, default=None
+        Cap of an automatic rank (None: 4096), see
+        :class:`~sklearn_dof.DoFNystroem`.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept (features and targets are centred by
         their weighted means, as in :class:`~sklearn.linear_model.Ridge`).
     tol : float, default=0.1
-        Relative tolerance of the degrees-of-freedom estimate.
+        Relative tolerance of the degrees-of-freedom estimate (of
+        ``n_components="dof"``).
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
@@ -355,6 +365,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             self.tol,
             kernel_basis=kernel_basis,
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
+            loss_tol=self.loss_tol,
         )
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
@@ -425,12 +436,18 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Degree of the polynomial kernel.
     kernel_params : dict, default=None
         Extra keyword arguments of the kernel.
-    n_components : "auto" or int, default="auto"
-        Number of landmarks ``p``; ``"auto"`` uses the degrees of freedom at
-        ``min(alphas)``.
+    n_components : "auto", "dof" or int, default="auto"
+        Number of landmarks ``p``; ``"auto"`` certifies it for the penalty
+        of the grid with the smallest leave-one-out error (see ``alphas``),
+        ``"dof"`` uses the degrees of freedom at ``min(alphas)``.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
+    loss_tol : float, default=0.01
+        Loss of test error that ``n_components="auto"`` allows.
+    max_components : int, default=None
+        Cap of an automatic rank (None: 4096), see
+        :class:`~sklearn_dof.DoFNystroem`.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept.  Leave-one-out refits it without the
         left-out point, exactly.
@@ -455,7 +472,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     store_cv_results : bool, default=False
         Keep the per-sample results in ``cv_results_`` (``cv=None`` only).
     tol : float, default=0.1
-        Relative tolerance of the degrees-of-freedom estimate.
+        Relative tolerance of the degrees-of-freedom estimate (of
+        ``n_components="dof"``).
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
@@ -666,6 +684,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             cache=True,
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             penalties=alphas,
+            loss_tol=self.loss_tol,
         )
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
 

@@ -104,10 +104,14 @@ def _pivot_transform(S_BB, tol):
     # The block's own order first (Cholesky without pivoting): the columns
     # then follow the pivots as the rule gave them, whatever the rounding of
     # near-equal residuals, which would decide a pivoted order.
-    U, info = lapack.dpotrf(S_BB, lower=0, clean=1)
-    if info == 0 and np.diag(U).min(initial=np.inf) ** 2 > tol:
-        inverse, _ = lapack.dtrtri(U, lower=0)
-        return inverse, np.arange(k)
+    # (numpy's LAPACK: scipy's is a second BLAS thread pool, which competes
+    # with numpy's right after the products around it.)
+    try:
+        lower = np.linalg.cholesky(S_BB)
+    except np.linalg.LinAlgError:
+        lower = None
+    if lower is not None and np.diag(lower).min(initial=np.inf) ** 2 > tol:
+        return np.triu(np.linalg.inv(lower).T), np.arange(k)
     U, piv, rank, info = lapack.dpstrf(S_BB, tol=tol, lower=0)
     if info < 0:  # pragma: no cover - only for invalid arguments
         raise linalg.LinAlgError(f"dpstrf failed with info={info}.")

@@ -8,8 +8,14 @@ import pytest
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics.pairwise import rbf_kernel
 
-from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, DoFNystroem, auto_rank
-from sklearn_dof import _certificate, _landmarks
+from sklearn_dof import (
+    DoFKernelRidge,
+    DoFKernelRidgeCV,
+    DoFNystroem,
+    _certificate,
+    _landmarks,
+    auto_rank,
+)
 from sklearn_dof._certificate import loo_curve, loss_certificate
 from sklearn_dof._kernels import KernelColumns
 from sklearn_dof._ridge import DEFAULT_LAMBDAS

@@ -1,0 +1,103 @@
+"""The memory budget of the automatic rank: large problems finish inside it.
+
+Two fits with every default of ``DoFKernelRidge`` but the penalty, each in
+a fresh child process (peak RSS from ``VmHWM``, reset before the fit):
+
+* ``synthetic``: issue 5's problem (``X ~ N(0, I_8)``, a smooth target plus
+  noise of 0.1, RBF ``gamma = 1/18``) at ``n = 100,000`` and
+  ``lambda = 1e-6``, where the certified rank asks for more than the cap;
+* ``kin40k``: all 40,000 rows of kin40k, 36,000 for training (a seeded
+  split), standardised, ``gamma = 1/8``, ``lambda = 1e-5``.
+
+Reported: fit time, rank, whether the cap bound and the warning fired, the
+rank the certificate asks for, its estimated loss, test MSE and peak RSS
+against the budget (3 GiB).
+
+Usage::
+
+    python benchmarks/bench_budget.py                  # about 10 minutes
+
+Results: ``results/budget/results.json``.
+"""
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from _common import rss_probe, run_child
+from bench_scaling import GAMMA, make_data
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "budget"
+BUDGET_MB = 3 * 1024
+CASES = {
+    "synthetic": {"n": 100_000, "lambda": 1e-6},
+    "kin40k": {"n": 36_000, "lambda": 1e-5},
+}
+
+
+def load(name, n):
+    if name == "synthetic":
+        X, y, X_test, y_test, _ = make_data(n, 8)
+        return X, y, X_test, y_test, GAMMA
+    d = np.load(DATA / "kin40k.npz")
+    order = np.random.RandomState(0).permutation(d["X"].shape[0])
+    X, y = d["X"][order], d["y"][order]
+    mean, scale = X[:n].mean(axis=0), X[:n].std(axis=0)
+    X = (X - mean) / scale
+    return X[:n], y[:n], X[n:], y[n:], 1.0 / X.shape[1]
+
+
+def child(case):
+    from sklearn_dof import DoFKernelRidge
+
+    X, y, X_test, y_test, gamma = load(case["name"], case["n"])
+    model = DoFKernelRidge(alpha=case["lambda"] * X.shape[0], gamma=gamma)
+    stop = rss_probe()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        model.fit(X, y)
+        seconds = time.perf_counter() - start
+    nystroem = model.nystroem_
+    return dict(
+        case,
+        **stop(),
+        fit_seconds=seconds,
+        n_components=int(model.n_components_),
+        requested_components=nystroem.requested_components_,
+        estimated_loss=float(nystroem.loss_estimate_),
+        warnings=sorted({str(w.message) for w in caught}),
+        test_mse=float(np.mean((model.predict(X_test) - y_test) ** 2)),
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    for name in args.cases.split(","):
+        case = dict(CASES[name], name=name)
+        row = run_child(__file__, case, args.threads)
+        row["within_budget"] = row["peak_rss_mb"] <= BUDGET_MB
+        records.append(row)
+        print(json.dumps(row, indent=1), flush=True)
+        (args.output_dir / "results.json").write_text(
+            json.dumps({"threads": args.threads, "records": records}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()
