@@ -99,9 +99,7 @@ import argparse
 import json
 import math
 import platform
-import resource
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -115,6 +113,7 @@ from _common import (
     best_penalty,
     format_table,
     make_problems,
+    rss_probe,
     run_child,
     write_json,
 )
@@ -447,65 +446,6 @@ def timed_fit(model, X, y):
         seconds = time.perf_counter() - start
     messages = list(dict.fromkeys(str(w.message)[:300] for w in caught))
     return seconds, messages
-
-
-def _proc_status_mb(key):
-    """``VmRSS`` or ``VmHWM`` of /proc/self/status in MB (None off Linux)."""
-    try:
-        with open("/proc/self/status") as stream:
-            for line in stream:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss():
-    """Set this process's peak RSS (``VmHWM``) to its current RSS.
-
-    Linux's ``ru_maxrss`` survives ``fork`` + ``exec``: a child starts with
-    its parent's peak, which here holds the exact solution's matrices.
-    ``VmHWM`` belongs to the process image, and writing 5 to
-    ``/proc/self/clear_refs`` resets it.  Returns whether the reset worked.
-    """
-    try:
-        with open("/proc/self/clear_refs", "w") as stream:
-            stream.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def rss_probe():
-    """Start a peak-RSS measurement; returns a function giving the record."""
-    before = _proc_status_mb("VmRSS")
-    reset = _reset_peak_rss()
-    if before is None:  # not Linux: ru_maxrss, in bytes on macOS
-        scale = 1 << 20 if sys.platform == "darwin" else 1 << 10
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-
-        def stop():
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-            return {
-                "rss_before_fit_mb": before,
-                "peak_rss_mb": peak,
-                "fit_rss_increase_mb": peak - before,
-                "rss_source": "ru_maxrss",
-            }
-
-        return stop
-
-    def stop():
-        peak = _proc_status_mb("VmHWM")
-        return {
-            "rss_before_fit_mb": before,
-            "peak_rss_mb": peak,
-            "fit_rss_increase_mb": peak - before,
-            "rss_source": "VmHWM (reset before the fit)" if reset else "VmHWM",
-        }
-
-    return stop
 
 
 def fit_rule(arrays, spec, measure_rss):
