@@ -23,6 +23,8 @@ import os
 import resource
 import subprocess
 import sys
+import time
+import warnings
 
 import numpy as np
 from scipy import linalg
@@ -470,3 +472,15 @@ def rss_probe():
         }
 
     return stop
+
+
+def timed_fit(model, X, y):
+    """``model.fit(X, y)``: its seconds and the distinct messages of the
+    warnings it raised."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.perf_counter()
+        model.fit(X, y)
+        seconds = time.perf_counter() - start
+    messages = list(dict.fromkeys(str(w.message)[:300] for w in caught))
+    return seconds, messages

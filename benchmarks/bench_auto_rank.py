@@ -115,6 +115,7 @@ from _common import (
     make_problems,
     rss_probe,
     run_child,
+    timed_fit,
     write_json,
 )
 from scipy import linalg
@@ -436,16 +437,6 @@ def score(model, X_eval, target, metric):
         proba = model.predict_proba(X_eval)
         return float(log_loss(target, proba, labels=model.classes_))
     return float(np.mean((model.predict(X_eval) - target) ** 2))
-
-
-def timed_fit(model, X, y):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        start = time.perf_counter()
-        model.fit(X, y)
-        seconds = time.perf_counter() - start
-    messages = list(dict.fromkeys(str(w.message)[:300] for w in caught))
-    return seconds, messages
 
 
 def fit_rule(arrays, spec, measure_rss):

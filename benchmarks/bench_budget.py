@@ -22,12 +22,10 @@ Results: ``results/budget/results.json``.
 
 import argparse
 import json
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import rss_probe, run_child
+from _common import rss_probe, run_child, timed_fit
 from bench_scaling import GAMMA, make_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,11 +56,7 @@ def child(case):
     X, y, X_test, y_test, gamma = load(case["name"], case["n"])
     model = DoFKernelRidge(alpha=case["lambda"] * X.shape[0], gamma=gamma)
     stop = rss_probe()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        start = time.perf_counter()
-        model.fit(X, y)
-        seconds = time.perf_counter() - start
+    seconds, messages = timed_fit(model, X, y)
     nystroem = model.nystroem_
     return dict(
         case,
@@ -71,7 +65,7 @@ def child(case):
         n_components=int(model.n_components_),
         requested_components=nystroem.requested_components_,
         estimated_loss=float(nystroem.loss_estimate_),
-        warnings=sorted({str(w.message) for w in caught}),
+        warnings=messages,
         test_mse=float(np.mean((model.predict(X_test) - y_test) ** 2)),
     )
 

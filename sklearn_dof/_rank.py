@@ -11,8 +11,9 @@ gives an expected in-sample prediction error at most ``(1 + 4 delta)`` times
 that of exact kernel ridge regression, where ``R^2 >= k(x, x)`` and
 ``lambda = alpha / n``.  The theorem's constants are worst-case: in practice
 (the paper's Figure 2) ``p`` close to ``d_max`` suffices, which is what the
-automatic rule uses, with constants set by experiment
-(``benchmarks/calibrate_auto_rank.py``).
+paper's rule ``n_components="dof"`` uses, with constants set by experiment
+(``benchmarks/calibrate_auto_rank.py``).  ``n_components="auto"`` certifies
+a loss of test error instead (:mod:`~sklearn_dof._certificate`).
 """
 
 import math
@@ -40,7 +41,7 @@ from ._samplers import SAMPLING_OPTIONS, SAMPLING_RULES
     prefer_skip_nested_validation=True,
 )
 def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
-    """Number of columns chosen by ``n_components="auto"``.
+    """Number of columns chosen by the paper's rule, ``n_components="dof"``.
 
     ``p = max(1, ceil(c * d))``, capped at ``n_samples``, where
 
