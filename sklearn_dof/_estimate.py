@@ -15,7 +15,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_array
 
 from . import _linalg, _parallel
-from ._certificate import loss_certificate, penalty_errors
+from ._certificate import _PENALTY_RANK, loss_certificate, penalty_errors
 from ._dof import _averaged_dof, _dof_from_factor, _unclipped_d_eff
 from ._kernels import KernelColumns, get_kernel_params
 from ._samplers import (
@@ -264,12 +264,16 @@ def _certified_estimate(
     grow = rule.growth(chol, n, random_state, alpha)
     chol.reserve(max_rank)  # address space: only written columns count
     p = min(32, max_rank)
+    chosen_on = 0  # the columns the penalty was chosen on
     while True:
         before = len(chol.pivots)
         grow(p)
-        if penalties is not None:
+        if penalties is not None and min(chol.rank, _PENALTY_RANK) > chosen_on:
+            # Once the factor has _PENALTY_RANK columns their leave-one-out
+            # errors no longer change: the choice stands.
             errors = penalty_errors(chol, response, penalties, center)
             alpha = float(penalties[int(np.argmin(errors))])
+            chosen_on = min(chol.rank, _PENALTY_RANK)
         certificate = loss_certificate(chol, response, alpha, center)
         certified = certificate.certified_rank(loss_tol)
         if certificate.complete or (
