@@ -24,7 +24,7 @@ from ._kernels import (
     get_kernel_params,
     kernel_block,
 )
-from ._landmarks import select_landmarks
+from ._landmarks import DEFAULT_MAX_COMPONENTS, select_landmarks
 from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
     KERNEL_CONSTRAINTS,
@@ -493,13 +493,20 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.loss_estimate_ = np.nan if selection.loss is None else selection.loss
         self.requested_components_ = selection.requested
         if selection.requested is not None:
-            cap = selection.landmarks.shape[0]
+            cap = min(n_samples, self.max_components or DEFAULT_MAX_COMPONENTS)
+            rank = selection.landmarks.shape[0]
             if selection.loss is None:
                 detail = "the degrees-of-freedom rule"
-            else:
+            elif np.isfinite(selection.loss):
                 detail = (
                     f"the loss estimate (relative excess loss {selection.loss:.3g} "
-                    f"at {cap} components, above loss_tol={self.loss_tol:g})"
+                    f"at {rank} components, above loss_tol={self.loss_tol:g})"
+                )
+            else:
+                detail = (
+                    f"the loss estimate (at {rank} components the error still "
+                    "falls as fast as over the previous doubling: no loss "
+                    f"within loss_tol={self.loss_tol:g} is certified)"
                 )
             warnings.warn(
                 f"n_components='{self.n_components}' stopped at max_components="
