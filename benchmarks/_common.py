@@ -484,3 +484,22 @@ def timed_fit(model, X, y):
         seconds = time.perf_counter() - start
     messages = list(dict.fromkeys(str(w.message)[:300] for w in caught))
     return seconds, messages
+
+
+def git_state():
+    """The commit and the uncommitted package files of the repository, which
+    a result depends on both of (None outside a git checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+    def git(*args):
+        return subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "modified": git("status", "--porcelain", "--", "sklearn_dof").splitlines(),
+        }
+    except (OSError, subprocess.CalledProcessError):
+        return None

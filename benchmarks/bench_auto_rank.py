@@ -99,7 +99,6 @@ import argparse
 import json
 import math
 import platform
-import subprocess
 import tempfile
 import time
 import warnings
@@ -112,6 +111,7 @@ from _common import (
     SpectralKRR,
     best_penalty,
     format_table,
+    git_state,
     make_problems,
     rss_probe,
     run_child,
@@ -879,21 +879,6 @@ def plot(records, rules, samplers, path):
     plt.close(fig)
 
 
-def _git_state():
-    def git(*args):
-        return subprocess.run(
-            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        return {
-            "commit": git("rev-parse", "HEAD"),
-            "modified": git("status", "--porcelain", "--", "sklearn_dof").splitlines(),
-        }
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 # ---------------------------------------------------------------------------
 # Main
 
@@ -991,7 +976,7 @@ def main(argv=None):
         "rss": args.rss,
         "threads": args.threads,
         "targets": TARGETS,
-        "git": _git_state(),
+        "git": git_state(),
         "versions": {
             "python": platform.python_version(),
             "numpy": np.__version__,

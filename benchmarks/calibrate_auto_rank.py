@@ -37,7 +37,6 @@ import argparse
 import csv
 import math
 import platform
-import subprocess
 import time
 from pathlib import Path
 
@@ -48,6 +47,7 @@ from _common import (
     SpectralKRR,
     best_penalty,
     format_table,
+    git_state,
     in_sample_error,
     make_problems,
     nested_factor,
@@ -614,7 +614,7 @@ def run(args):
         "eps_grid": EPS_GRID,
         "current_constants": {"factor": AUTO_RANK_FACTOR, "offset": AUTO_RANK_OFFSET},
         "elapsed_seconds": elapsed,
-        "git": _git_state(),
+        "git": git_state(),
         "versions": {
             "python": platform.python_version(),
             "numpy": np.__version__,
@@ -678,24 +678,6 @@ def run(args):
         stream.write(format_table(rows, TABLE_COLUMNS, markdown=True))
         stream.write("\n\n" + TABLE_LEGEND.replace("\n", " ").strip())
         stream.write("\n\n```\n" + text + f"\n\nTotal time {elapsed:.0f}s\n```\n")
-
-
-def _git_state():
-    """Commit and uncommitted package files, since results depend on both."""
-    root = Path(__file__).resolve().parent.parent
-
-    def git(*args):
-        return subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        return {
-            "commit": git("rev-parse", "HEAD"),
-            "modified": git("status", "--porcelain", "--", "sklearn_dof").splitlines(),
-        }
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def _round(values, key):

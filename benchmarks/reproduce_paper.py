@@ -52,7 +52,6 @@ import csv
 import json
 import math
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -61,7 +60,7 @@ import matplotlib
 import matplotlib.ticker
 import numpy as np
 import sklearn
-from _common import SpectralKRR, make_problems, write_json
+from _common import SpectralKRR, git_state, make_problems, write_json
 from _paper import (
     DECAYS,
     LOG_LAMBDA_GRID,
@@ -1040,20 +1039,6 @@ def plot_auto_rank(res, path):
 # ---------------------------------------------------------------------------
 
 
-def _git_state():
-    root = Path(__file__).resolve().parent.parent
-    try:
-        run = lambda *a: subprocess.run(  # noqa: E731
-            ["git", *a], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-        return {
-            "commit": run("rev-parse", "HEAD"),
-            "modified": run("status", "--porcelain", "--", "sklearn_dof").splitlines(),
-        }
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def _previous_results(path, mode):
     """The results of an earlier run of the same mode in the same directory.
 
@@ -1119,7 +1104,7 @@ def run(args):
     this_run = {
         "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
         "command": " ".join(sys.argv),
-        "git": _git_state(),
+        "git": git_state(),
     }
     timer = Timer()
     start = time.perf_counter()
