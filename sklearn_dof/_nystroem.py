@@ -678,14 +678,15 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         extras = {}
         dtype = X.dtype if X.dtype == np.float32 else np.float64
         if factors is not None and factors.features is not None:
-            # The rows' factor holds the features K(x, I) R^{-1} already.
+            # The rows' factor holds the features K(x, I) R^{-1} already: a
+            # cache would only copy it, whatever ``cache`` asks.
             return FeatureBlocks(
                 factors.features,
                 _FactorRows(),
                 self.n_components_,
                 np.float64,
                 working_memory,
-                cache,
+                cache=False,
                 cholesky=factors.cholesky,
             )
         if kernel_basis and factors is None:
