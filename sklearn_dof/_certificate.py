@@ -8,15 +8,18 @@ against its value at the largest rank ``r`` grown, the estimate of the
 exact fit's:
 
 .. math:: \mathrm{loss}(q) = \max_{q \le s \le r}
-          \frac{\mathrm{LOO}(s)}{\mathrm{LOO}(r)} - 1 + \tau,
+          \frac{\mathrm{LOO}_s(s) + 2\,\mathrm{se}_s}{\mathrm{LOO}_s(r)} - 1
+          + \tau,
 
-where ``tau``, the tail, extrapolates the decrease of ``LOO`` over the last
+where ``LOO_s`` averages the squared leave-one-out residuals over the rows
+that are not among the first ``s`` landmarks (see :class:`LossCertificate`),
+``se_s`` is the standard error of the paired difference of the two means,
+and ``tau``, the tail, extrapolates the decrease of ``LOO`` over the last
 two doublings of the rank as a geometric series of doublings (zero once the
-rank is that of ``K``).  The maximum over the larger ranks makes the
-certificate non-increasing along the nested ranks, so the smallest
-certified rank is a threshold, not a lucky dip.  ``LOO`` at every rank of
-a grid costs one factorisation and one pass over the factor
-(:func:`loo_curve`).
+rank is that of ``K``). The maximum over the larger ranks makes the
+certificate non-increasing along the nested ranks, so the smallest certified
+rank is a threshold, not a lucky dip. ``LOO`` at every rank of a grid costs
+one factorisation and one pass over the factor (:func:`loo_curve`).
 
 Why this estimate (measured in ``benchmarks/bench_auto_rank.py`` and
 doc/automatic_rank.rst):
