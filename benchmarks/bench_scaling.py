@@ -85,6 +85,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import sklearn
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "scaling"
@@ -235,8 +236,12 @@ def child(case):
     lam = case.get("lambda", LAMBDA)
     model = make_model(case["system"], n, p, case.get("sampling", "uniform"), lam)
     rss_before = peak_rss()
+    # A case may set scikit-learn's working_memory (MiB) for its fit: the
+    # budget that decides between private and shared Gram sums.
+    budget = case.get("working_memory", sklearn.get_config()["working_memory"])
     t = time.perf_counter()
-    model.fit(X, y)
+    with sklearn.config_context(working_memory=budget):
+        model.fit(X, y)
     out["fit_s"] = time.perf_counter() - t
     t = time.perf_counter()
     pred = model.predict(X_test)
@@ -415,7 +420,7 @@ def _thread_counts(spec):
     return [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= (os.cpu_count() or 1)]
 
 
-def cases(parts, quick, core_counts=None, aux_counts=None):
+def cases(parts, quick, core_counts=None, aux_counts=None, working_memory=None):
     p = 500 if quick else 2000
     out = []
     if "scaling" in parts:
@@ -485,6 +490,11 @@ def cases(parts, quick, core_counts=None, aux_counts=None):
                     continue  # minutes each, and the shape is known from 2e5
                 case = dict(part="cores", system="ours", n=n, d=8, p=p, floor=1)
                 out.append(dict(case, threads=t))
+            if working_memory:
+                case = dict(part="cores", system="ours", n=n, d=8, p=p, floor=1)
+                out.append(
+                    dict(case, threads=counts[-1], working_memory=working_memory)
+                )
             # scikit-learn holds the n x p features about twice over (31 GB
             # at 1e6 x 2000): only where the machine has that memory.
             if 2 * 8 * n * p < _physical_memory():
@@ -622,6 +632,7 @@ def _cores_rows(by):
                     "speedup": base[key] / r[key],
                     "speedup_over_threads": int(base["threads"]),
                     "pool_threads": r.get("pool_threads"),
+                    "working_memory": r.get("working_memory"),
                     "peak_rss_gib": r["peak_rss_bytes"] / 2**30,
                     "test_mse": r["test_mse"],
                     "n_components": r.get("n_components_"),
@@ -777,6 +788,13 @@ def main(argv=None):
         "(default: as --core-counts' default)",
     )
     parser.add_argument(
+        "--compare-working-memory",
+        type=float,
+        help="cores part: also fit each n at the most threads under this "
+        "working_memory (MiB), e.g. 4096 for a private Gram sum per worker "
+        "where the default 1024 shares one",
+    )
+    parser.add_argument(
         "--resummarise",
         action="store_true",
         help="recompute the summaries and the plot of --output-dir's results.json",
@@ -801,7 +819,13 @@ def main(argv=None):
     args.output_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     results = []
-    todo = cases(parts, args.quick, args.core_counts, args.aux_counts)
+    todo = cases(
+        parts,
+        args.quick,
+        args.core_counts,
+        args.aux_counts,
+        args.compare_working_memory,
+    )
     # Each result also goes to progress.jsonl as it comes: a run stopped by a
     # time limit keeps what it measured.
     progress = args.output_dir / "progress.jsonl"
