@@ -10,7 +10,7 @@ the landmarks, and the input tags.
 import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _dask
+from . import _array_api, _dask
 from ._nystroem import DoFNystroem
 from ._validation import KERNEL_CONSTRAINTS
 
@@ -50,6 +50,12 @@ class DoFKernelMixin:
     def _kernel_expansion(self, X):
         """``K(X, I) dual_coef_^T + intercept_``: ``O(p)`` per row, by blocks
         of rows, without the ``n x p`` kernel block."""
+        check_is_fitted(self)
+        namespace = _array_api.dispatch_namespace(X)
+        _array_api.check_same_kind(self.nystroem_, X, namespace is not None)
+        if namespace is not None:
+            X = _array_api.validate(self, X, namespace[0], reset=False)
+            return _array_api.predict(self, X, namespace[0])
         X = self._validate_predict_data(X)
         return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
 

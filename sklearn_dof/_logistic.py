@@ -11,7 +11,7 @@ from sklearn.utils.validation import (
     _check_sample_weight,
 )
 
-from . import _dask, _parallel
+from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
 from ._samplers import gives_rows
@@ -224,6 +224,13 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         self : object
             Fitted classifier.
         """
+        if _array_api.dispatch_namespace(X) is not None:
+            raise TypeError(
+                f"{type(self).__name__} fits NumPy arrays only: its Newton "
+                "solvers run on the host's BLAS. Under array_api_dispatch, pass "
+                "NumPy arrays, or use DoFNystroem (which runs in the array's "
+                "namespace) ahead of a classifier that supports the array API."
+            )
         X, y = self._validate_fit_data(X, y)
         check_classification_targets(y)
         self.classes_, y_index = np.unique(y, return_inverse=True)

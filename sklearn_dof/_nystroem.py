@@ -16,7 +16,7 @@ from sklearn.base import (
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _dask, _linalg, _parallel
+from . import _array_api, _dask, _linalg, _parallel
 from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product, mirror_lower
 from ._dof import _landmark_dof, _uniform_landmark_dof
 from ._kernels import (
@@ -430,6 +430,14 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self : object
             Fitted transformer.
         """
+        namespace = _array_api.dispatch_namespace(X)
+        if namespace is not None:
+            xp, device = namespace
+            X = _array_api.validate(self, X, xp)
+            response = _array_api.numeric_response(y, xp, device, X.shape[0])
+            gram = _array_api.fit_nystroem(self, X, response, xp, device)
+            self._normalization = xp.astype(_array_api.inverse_sqrt(gram, xp), X.dtype)
+            return self
         X = self._validate_fit_data(X)
         self._fit(X, response=_numeric_response(y, X.shape[0]))
         # A fitted transformer's transform changes no state: the map now.
@@ -734,6 +742,13 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             Features, float32 for float32 input.
         """
         check_is_fitted(self)
+        namespace = _array_api.dispatch_namespace(X)
+        _array_api.check_same_kind(self, X, namespace is not None)
+        if namespace is not None:
+            xp = namespace[0]
+            X = _array_api.validate(self, X, xp, reset=False)
+            W = xp.astype(self.normalization_.T, X.dtype)
+            return _array_api.kernel_product(self, X, self.components_, W, xp)
         X = validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
@@ -752,6 +767,12 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """``K(I, I)^{+1/2}``, computed on first use and kept."""
         if self._normalization is None:
             gram = self._landmark_gram()
+            namespace = _array_api.dispatch_namespace(gram)
+            if namespace is not None:
+                xp = namespace[0]
+                inverse = _array_api.inverse_sqrt(gram, xp)
+                self._normalization = xp.astype(inverse, gram.dtype)
+                return self._normalization
             self._normalization = _linalg.inverse_sqrt(gram).astype(
                 gram.dtype, copy=False
             )
@@ -774,12 +795,15 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 None,
                 np.arange(self.n_components_),
                 self._n_training_rows,
-                self._landmark_gram(),
+                # (From array-API landmarks: the p x p block on the host.)
+                _array_api.to_host(self._landmark_gram()),
             )
         return self._dof
 
     def _landmark_gram(self):
         """``K(I, I)`` recomputed from the stored landmarks, as at fit."""
+        if not isinstance(self.components_, np.ndarray):
+            return _array_api.kernel(self.components_, self.components_, self)
         landmarks = KernelColumns(self.components_, self.kernel, self._kernel_params())
         return landmarks.landmark_gram(np.arange(self.n_components_))
 
@@ -815,4 +839,5 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         tags.input_tags.sparse = True
         tags.input_tags.pairwise = self.kernel == "precomputed"
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.array_api_support = True
         return tags

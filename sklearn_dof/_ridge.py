@@ -33,7 +33,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from . import _dask, _parallel
+from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._nystroem import DoFNystroem
 from ._ridge_solve import cv_errors, ridge_problem
@@ -67,6 +67,14 @@ class _DoFRidgeMixin(DoFKernelMixin):
         if sample_weight is not None:
             sample_weight = _check_sample_weight(
                 sample_weight, X, dtype=np.float64, ensure_non_negative=True
+            )
+        return X, y, sample_weight
+
+    def _validate_array_api(self, X, y, sample_weight, xp, device):
+        X, y = _array_api.validate(self, X, xp, y, multi_output=True, y_numeric=True)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(
+                sample_weight, X, dtype=xp.float64, ensure_non_negative=True
             )
         return X, y, sample_weight
 
@@ -108,7 +116,15 @@ class _DoFRidgeMixin(DoFKernelMixin):
         if self._coef is not None:
             return self._coef
         nystroem = self.nystroem_
-        gram = nystroem._landmark_gram().astype(np.float64, copy=False)
+        gram = nystroem._landmark_gram()
+        namespace = _array_api.dispatch_namespace(gram)
+        if namespace is not None:
+            xp = namespace[0]
+            f64 = xp.float64
+            return (self.dual_coef_ @ xp.astype(gram, f64)) @ xp.astype(
+                nystroem.normalization_, f64
+            )
+        gram = gram.astype(np.float64, copy=False)
         return (self.dual_coef_ @ gram) @ nystroem.normalization_.astype(np.float64)
 
     @_dask.chunkwise
@@ -133,6 +149,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
+        tags.array_api_support = True
         return tags
 
 
@@ -355,6 +372,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
+        namespace = _array_api.dispatch_namespace(X)
+        if namespace is not None:
+            X, y, sample_weight = self._validate_array_api(
+                X, y, sample_weight, *namespace
+            )
+            return _array_api.fit_ridge(self, X, y, sample_weight, *namespace)
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
@@ -666,6 +689,26 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 f"{type(self).__name__}(cv={self.cv!r}) on a dask array: the "
                 "splitters need the feature matrix in memory. Use cv=None, the "
                 "efficient leave-one-out (or GCV), which runs as block reductions."
+            )
+        namespace = _array_api.dispatch_namespace(X)
+        if namespace is not None:
+            if self.cv is not None or self.scoring is not None:
+                raise ValueError(
+                    "Under array_api_dispatch, DoFKernelRidgeCV scores the "
+                    "penalties by its efficient leave-one-out only: cv=None "
+                    f"and scoring=None (got cv={self.cv!r}, scoring={self.scoring!r})."
+                )
+            if self.store_cv_results or self.criterion != "loo":
+                raise ValueError(
+                    "Under array_api_dispatch, DoFKernelRidgeCV supports "
+                    "criterion='loo' and store_cv_results=False."
+                )
+            X, y, sample_weight = self._validate_array_api(
+                X, y, sample_weight, *namespace
+            )
+            alphas = self._check_alphas(X.shape[0])
+            return _array_api.fit_ridge(
+                self, X, y, sample_weight, *namespace, alphas=alphas
             )
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         alphas = self._check_alphas(X.shape[0])

@@ -1,0 +1,509 @@
+"""Array-API inputs: fits and predictions in the input's namespace and device.
+
+With scikit-learn's ``array_api_dispatch`` on (:func:`sklearn.config_context`),
+a torch tensor, a CuPy array or any other array-API array is fitted where it
+lives: the kernel blocks (:func:`sklearn.metrics.pairwise_kernels`, which
+dispatches), the Gram and right-hand-side sums over blocks of rows, the
+factorisation of the landmark block and the solve all run in its namespace,
+on its device, and the fitted arrays (``components_``, ``dual_coef_``,
+``normalization_``) stay there.  NumPy input keeps the BLAS-specific path of
+the rest of the package, untouched.
+
+The mathematics are those of the NumPy path in their simplest, most
+portable form: features ``Phi = K(x, I) N`` with ``N = R^{-1}`` for the
+Cholesky factor ``R^T R = K(I, I)`` (shifted by ``rtol ||K(I, I)||_1`` when
+the block is numerically singular and the penalty allows, the pseudo-inverse
+square root otherwise; :mod:`sklearn_dof._linalg`), and the normal
+equations ``(Phi_c^T S Phi_c + alpha I) c = Phi_c^T S y_c`` summed in
+float64 by blocks of rows, never the ``n x p`` features.  float32 input
+keeps float32 kernel blocks: at small penalties the normal equations need
+float64 (a float32 sum of ``Phi^T Phi`` at ``lambda = 1e-6`` loses all
+accuracy; issue 20's measurements), so each block is raised to float64
+before its product.
+
+The automatic ranks (``"auto"``, ``"dof"``) are sized on the host, by the
+NumPy path, on a uniform subsample of at most :data:`RANK_SUBSAMPLE` rows at
+the same ``lambda = alpha / n``: the certified rank already reads such a
+subsample past its memory budget (:mod:`sklearn_dof._landmarks`), and the
+degrees of freedom at a fixed ``lambda`` converge as ``n`` grows.  The
+landmarks themselves are then drawn uniformly from all rows, on the device.
+"""
+
+import numpy as np
+from sklearn import get_config
+from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.utils import gen_batches
+from sklearn.utils._array_api import (
+    _is_numpy_namespace,
+    get_namespace_and_device,
+)
+
+from ._blocks import row_batch_size
+from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL
+from ._sampling import uniform_columns
+
+# Rows of the host subsample that sizes an automatic rank.
+RANK_SUBSAMPLE = 8192
+
+
+def dispatch_namespace(*arrays):
+    """``(xp, device)`` of non-NumPy arrays under ``array_api_dispatch``,
+    else None (the NumPy path).
+
+    Without dispatch, an array that NumPy cannot read where it lives (a GPU
+    tensor) gets a :class:`TypeError` that names the setting, instead of
+    one from deep inside the conversion.
+    """
+    arrays = [a for a in arrays if a is not None]
+    if not get_config()["array_api_dispatch"]:
+        for a in arrays:
+            if hasattr(a, "__array_namespace__") and not isinstance(a, np.ndarray):
+                where = getattr(a, "device", "cpu")
+                if _device_name(where) not in ("cpu", "cpu_device"):
+                    raise TypeError(
+                        f"Input of type {type(a).__module__}.{type(a).__name__} "
+                        f"lives on device {where!r}: fitting or predicting on "
+                        "it needs sklearn.set_config(array_api_dispatch=True) "
+                        "(and SCIPY_ARRAY_API=1 in the environment), or a "
+                        "NumPy copy of the data."
+                    )
+        return None
+    xp, compliant, device = get_namespace_and_device(*arrays)
+    if not compliant or _is_numpy_namespace(xp):
+        return None
+    return xp, device
+
+
+def _device_name(device):
+    name = getattr(device, "type", None) or str(device)
+    return name.lower().split(":")[0].split("(")[-1].strip("'\")")
+
+
+def check_supported(estimator, what):
+    """A clear error for what the array-API path does not do."""
+    kernel = estimator.kernel
+    if callable(kernel) or kernel == "precomputed":
+        raise ValueError(
+            f"kernel={kernel!r} needs NumPy input: under array_api_dispatch "
+            f"{what} takes the kernel names of sklearn.metrics.pairwise_kernels."
+        )
+    if getattr(estimator, "sampling", "uniform") != "uniform":
+        raise ValueError(
+            f"sampling={estimator.sampling!r} needs NumPy input: under "
+            f"array_api_dispatch {what} draws uniform landmarks "
+            "(sampling='uniform')."
+        )
+
+
+def kernel(X, Y, estimator):
+    """``K(X, Y)`` in the namespace of ``X`` (float32 for float32 ``X``)."""
+    return pairwise_kernels(
+        X, Y, metric=estimator.kernel, filter_params=True, **estimator._kernel_params()
+    )
+
+
+def _row_blocks(n_samples, n_columns):
+    """Row slices of blocks of ``n_columns`` wide float64 buffers within
+    scikit-learn's ``working_memory``."""
+    return gen_batches(n_samples, row_batch_size(n_samples, n_columns, 8))
+
+
+def to_host(a):
+    """A NumPy copy of an array-API array (small arrays only: subsamples,
+    ``p x p`` blocks, scores)."""
+    if hasattr(a, "get") and not isinstance(a, np.ndarray):  # CuPy
+        return np.asarray(a.get())
+    if hasattr(a, "detach"):  # torch
+        return a.detach().cpu().numpy()
+    return np.asarray(a)
+
+
+def landmark_rows(X, n_components, random_state, xp, device):
+    """``(indices, X[indices])``: uniform landmarks, nested in the rank as
+    on the NumPy path (:func:`~sklearn_dof.uniform_columns`)."""
+    indices = uniform_columns(X.shape[0], n_components, random_state)
+    rows = xp.take(X, xp.asarray(indices, device=device), axis=0)
+    return indices, rows
+
+
+def inverse_sqrt(gram, xp, rtol=PINV_RTOL):
+    """Symmetric pseudo-inverse square root ``K(I, I)^{+1/2}``, eigenvalues
+    below ``rtol`` of the largest dropped (:func:`_linalg.landmark_eigh`)."""
+    rtol = max(rtol, 10 * float(xp.finfo(gram.dtype).eps))
+    W = xp.astype(gram, xp.float64)
+    eigvals, eigvecs = xp.linalg.eigh(0.5 * (W + W.T))
+    top = max(float(xp.max(eigvals)), float(np.finfo(float).tiny))
+    keep = eigvals > rtol * top
+    scale = xp.where(keep, 1.0 / xp.sqrt(xp.where(keep, eigvals, 1.0)), 0.0)
+    return (eigvecs * scale) @ eigvecs.T
+
+
+def landmark_basis(gram, landmark_penalty, xp, device):
+    """``N`` with ``N^T K(I, I) N`` the identity on the span kept.
+
+    ``R^{-1}`` for the Cholesky factor of ``K(I, I)``, of ``K(I, I) + s I``
+    with ``s = rtol ||K(I, I)||_1`` when the block is numerically singular
+    and the shift stays below 1% of ``landmark_penalty`` (see
+    :func:`_linalg.shifted_landmark_cholesky`), else the pseudo-inverse
+    square root.
+    """
+    W = xp.astype(gram, xp.float64)
+    W = 0.5 * (W + W.T)
+    p = W.shape[0]
+    eye = xp.eye(p, dtype=xp.float64, device=device)
+    shift = PINV_RTOL * max(
+        float(xp.max(xp.sum(xp.abs(W), axis=0))), float(np.finfo(float).tiny)
+    )
+    for s in (0.0, shift):
+        if s > _SHIFT_PENALTY_FRACTION * landmark_penalty:
+            break
+        factor = _cholesky(W + s * eye, xp)
+        if factor is None:
+            continue
+        diagonal = xp.linalg.diagonal(factor)
+        # The squared ratio of the extreme pivots bounds the reciprocal
+        # condition number from above: a factor below rtol is refused, as
+        # LAPACK's estimate makes the NumPy path refuse it.
+        ratio = float(xp.min(diagonal)) / float(xp.max(diagonal))
+        if s > 0 or ratio * ratio >= PINV_RTOL:
+            # K = L L^T: N = L^{-T}, upper triangular.
+            return xp.linalg.inv(factor).T
+    return inverse_sqrt(W, xp)
+
+
+def _cholesky(A, xp):
+    try:
+        L = xp.linalg.cholesky(A)
+    except Exception:  # each namespace raises its own LinAlgError
+        return None
+    if not bool(xp.all(xp.isfinite(L))):
+        return None
+    return L
+
+
+def ridge_sums(nystroem, X, landmarks, N, y, sample_weight, fit_intercept, xp, device):
+    """Centred, weighted normal equations of the features ``K(x, I) N``.
+
+    Returns ``(gram, rhs, phi_mean, y_mean)`` (float64) with
+    ``gram = Phi_c^T S Phi_c`` and ``rhs = Phi_c^T S y_c``; the rows are
+    shifted by the mean of a pilot block before they are summed, so that
+    the centring subtracts a correction of the order of its own rounding
+    (as :func:`_blocks.normal_equations`).
+    """
+    f64 = xp.float64
+    n, r = X.shape[0], N.shape[1]
+    k = y.shape[1]
+    y = xp.astype(y, f64)
+    w = None if sample_weight is None else xp.astype(sample_weight, f64)
+    gram = xp.zeros((r, r), dtype=f64, device=device)
+    rhs = xp.zeros((r, k), dtype=f64, device=device)
+    u = xp.zeros((r,), dtype=f64, device=device)
+    v = xp.zeros((k,), dtype=f64, device=device)
+    total = 0.0
+    phi_shift = y_shift = None
+    for rows in _row_blocks(n, max(landmarks.shape[0], r)):
+        Phi = xp.astype(kernel(X[rows, ...], landmarks, nystroem), f64) @ N
+        y_b = y[rows, ...]
+        if phi_shift is None:
+            if fit_intercept:
+                w0 = None if w is None else w[rows]
+                phi_shift = _mean(Phi, w0, xp)
+                y_shift = _mean(y_b, w0, xp)
+            else:
+                phi_shift = xp.zeros((r,), dtype=f64, device=device)
+                y_shift = xp.zeros((k,), dtype=f64, device=device)
+        Phi = Phi - phi_shift
+        y_b = y_b - y_shift
+        if w is None:
+            root = xp.ones((Phi.shape[0],), dtype=f64, device=device)
+        else:
+            root = xp.sqrt(w[rows])
+            Phi = Phi * root[:, None]
+            y_b = y_b * root[:, None]
+        gram = gram + Phi.T @ Phi
+        rhs = rhs + Phi.T @ y_b
+        u = u + root @ Phi
+        v = v + root @ y_b
+        total += float(xp.sum(root * root))
+    if not fit_intercept or total <= 0:
+        return gram, rhs, phi_shift, y_shift
+    gram = gram - (u[:, None] * u[None, :]) / total
+    rhs = rhs - (u[:, None] * v[None, :]) / total
+    return gram, rhs, phi_shift + u / total, y_shift + v / total
+
+
+def _mean(A, w, xp):
+    if w is None or float(xp.sum(w)) <= 0:
+        return xp.mean(A, axis=0)
+    return (w @ A) / xp.sum(w)
+
+
+def solve(gram, rhs, alpha, xp, device):
+    """``(gram + alpha I)^{-1} rhs``."""
+    eye = xp.eye(gram.shape[0], dtype=gram.dtype, device=device)
+    return xp.linalg.solve(gram + alpha * eye, rhs)
+
+
+def kernel_product(estimator, X, landmarks, W, xp):
+    """``K(X, I) W`` by blocks of rows (``W`` of shape (p, k)), in ``W``'s
+    dtype: no ``n x p`` kernel block."""
+    parts = [
+        xp.astype(kernel(X[rows, ...], landmarks, estimator), W.dtype) @ W
+        for rows in _row_blocks(X.shape[0], landmarks.shape[0])
+    ]
+    return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+
+def host_rank(nystroem, X, response, penalties=None, center=True):
+    """The automatic rank of ``nystroem`` (``"auto"`` or ``"dof"``), sized by
+    the NumPy path on a uniform subsample of at most :data:`RANK_SUBSAMPLE`
+    rows at the same ``lambda = alpha / n`` (and the same grid of
+    ``lambda`` for ``penalties``); returns the fitted host transformer and
+    the fraction of the rows it read."""
+    n = X.shape[0]
+    rows = np.sort(uniform_columns(n, min(n, RANK_SUBSAMPLE), nystroem.random_state))
+    fraction = len(rows) / n
+    xp, _, device = get_namespace_and_device(X)
+    index = xp.asarray(rows, device=device)
+    X_host = to_host(xp.take(X, index, axis=0))
+    y_host = None
+    if response is not None:
+        y_host = to_host(xp.astype(xp.take(response, index, axis=0), xp.float64))
+    host = nystroem.__class__(**nystroem.get_params())
+    host.set_params(alpha=nystroem.alpha * fraction)
+    with _numpy_only():
+        host._fit(
+            host._validate_fit_data(X_host),
+            response=y_host,
+            center=center,
+            penalties=None if penalties is None else np.asarray(penalties) * fraction,
+        )
+    return host, fraction
+
+
+class _numpy_only:
+    """Dispatch off for a NumPy computation nested in an array-API fit."""
+
+    def __enter__(self):
+        from sklearn import config_context
+
+        self._context = config_context(array_api_dispatch=False)
+        self._context.__enter__()
+
+    def __exit__(self, *exc):
+        return self._context.__exit__(*exc)
+
+
+def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True):
+    """Fit ``nystroem`` (a :class:`~sklearn_dof.DoFNystroem`) on validated
+    array-API ``X``; returns ``K(I, I)`` in the namespace."""
+    check_supported(nystroem, type(nystroem).__name__)
+    n = X.shape[0]
+    rank = nystroem.n_components
+    nystroem.loss_estimate_ = np.nan
+    nystroem.requested_components_ = None
+    if isinstance(rank, str):
+        host, fraction = host_rank(nystroem, X, response, penalties, center)
+        rank = host.n_components_
+        nystroem.loss_estimate_ = host.loss_estimate_
+        nystroem.requested_components_ = host.requested_components_
+        # With a grid, the penalty the host's rank is certified for.
+        nystroem.alpha = host.alpha / fraction
+    rank = min(int(rank), n)
+    indices, landmarks = landmark_rows(X, rank, nystroem.random_state, xp, device)
+    nystroem.components_ = landmarks
+    nystroem.component_indices_ = indices
+    nystroem.n_components_ = rank
+    nystroem._n_features_out = rank
+    nystroem.exact_ = False
+    nystroem._n_training_rows = n
+    nystroem._normalization = None
+    nystroem._dof = None
+    return kernel(landmarks, landmarks, nystroem)
+
+
+def fit_ridge(estimator, X, y, sample_weight, xp, device, alphas=None):
+    """Fit a ridge estimator (:class:`~sklearn_dof.DoFKernelRidge`, or with
+    ``alphas`` :class:`~sklearn_dof.DoFKernelRidgeCV`) on validated
+    array-API data: ``nystroem_``, ``dual_coef_``, ``intercept_`` (and the
+    penalty chosen) in the namespace of ``X``."""
+    from ._nystroem import DoFNystroem
+
+    n = X.shape[0]
+    y2 = xp.reshape(y, (n, -1))
+    alpha = estimator.alpha if alphas is None else float(np.min(alphas))
+    estimator.nystroem_ = DoFNystroem(
+        **{
+            name: getattr(estimator, name)
+            for name in (
+                "kernel",
+                "gamma",
+                "coef0",
+                "degree",
+                "kernel_params",
+                "n_components",
+                "sampling",
+                "loss_tol",
+                "max_components",
+                "random_state",
+                "n_jobs",
+            )
+        },
+        alpha=alpha,
+        tol=estimator.tol,
+    )
+    nystroem = estimator.nystroem_
+    nystroem._validate_params()
+    nystroem.n_features_in_ = X.shape[1]
+    gram_II = fit_nystroem(
+        nystroem, X, y2, xp, device, penalties=alphas, center=estimator.fit_intercept
+    )
+    p = nystroem.n_components_
+    N = landmark_basis(gram_II, nystroem.alpha * p / n, xp, device)
+    landmarks = nystroem.components_
+    gram, rhs, phi_mean, y_mean = ridge_sums(
+        nystroem,
+        X,
+        landmarks,
+        N,
+        y2,
+        sample_weight,
+        estimator.fit_intercept,
+        xp,
+        device,
+    )
+    if alphas is not None:
+        scores = loo_scores(
+            nystroem,
+            estimator.fit_intercept,
+            X,
+            landmarks,
+            N,
+            y2,
+            sample_weight,
+            gram,
+            rhs,
+            phi_mean,
+            y_mean,
+            alphas,
+            xp,
+            device,
+        )
+        finite = np.where(np.isnan(scores), -np.inf, scores)
+        best = int(np.argmax(finite))
+        estimator.alpha_ = float(alphas[best])
+        estimator.best_score_ = float(scores[best])
+        alpha = estimator.alpha_
+        nystroem.alpha = alpha
+    C = solve(gram, rhs, alpha, xp, device)
+    dual = N @ C  # landmark weights, (p, k)
+    intercept = y_mean - phi_mean @ C
+    estimator.n_components_ = p
+    if y.ndim == 1:
+        estimator.dual_coef_ = dual[:, 0]
+        estimator.intercept_ = intercept[0] if estimator.fit_intercept else 0.0
+    else:
+        estimator.dual_coef_ = dual.T
+        estimator.intercept_ = (
+            intercept if estimator.fit_intercept else xp.zeros_like(intercept)
+        )
+    estimator._coef = None
+    estimator._n_refine_passes = 0
+    estimator._refined = False
+    return estimator
+
+
+def loo_scores(
+    nystroem,
+    fit_intercept,
+    X,
+    landmarks,
+    N,
+    y,
+    sample_weight,
+    gram,
+    rhs,
+    phi_mean,
+    y_mean,
+    alphas,
+    xp,
+    device,
+):
+    """Negative weighted mean squared leave-one-out error of each penalty,
+    from one eigendecomposition and one more pass over the rows (the NumPy
+    path's ``_ridge_solve.cv_errors``)."""
+    f64 = xp.float64
+    eigvals, V = xp.linalg.eigh(0.5 * (gram + gram.T))
+    eigvals = xp.clip(eigvals, 0.0, None) if hasattr(xp, "clip") else eigvals
+    alphas_xp = xp.asarray(alphas, dtype=f64, device=device)
+    shrinks = 1.0 / (eigvals[:, None] + alphas_xp[None, :])  # (r, n_alphas)
+    ZT_y = V.T @ rhs
+    w = None if sample_weight is None else xp.astype(sample_weight, f64)
+    total_w = X.shape[0] if w is None else float(xp.sum(w))
+    intercept_scale = 1.0 / total_w if fit_intercept else 0.0
+    sums = xp.zeros((alphas_xp.shape[0],), dtype=f64, device=device)
+    y = xp.astype(y, f64)
+    for rows in _row_blocks(X.shape[0], max(landmarks.shape[0], N.shape[1])):
+        Z = (
+            xp.astype(kernel(X[rows, ...], landmarks, nystroem), f64) @ N - phi_mean
+        ) @ V
+        y_c = y[rows, ...] - y_mean
+        w_b = xp.ones((Z.shape[0],), dtype=f64, device=device) if w is None else w[rows]
+        leverage = w_b[:, None] * ((Z * Z) @ shrinks + intercept_scale)  # (b, a)
+        for i in range(alphas_xp.shape[0]):
+            residual = y_c - Z @ (shrinks[:, i : i + 1] * ZT_y)
+            errors = residual / (1.0 - leverage[:, i : i + 1])
+            sums[i] = sums[i] + xp.sum(w_b[:, None] * errors * errors)
+    return -to_host(sums) / (X.shape[0] * y.shape[1])
+
+
+def predict(estimator, X, xp):
+    """``K(X, I) dual_coef_^T + intercept_`` in the namespace of ``X``."""
+    nystroem = estimator.nystroem_
+    W = estimator.dual_coef_
+    W = W[:, None] if W.ndim == 1 else W.T
+    out = kernel_product(nystroem, X, nystroem.components_, W, xp)
+    out = out + estimator.intercept_
+    return out[:, 0] if estimator.dual_coef_.ndim == 1 else out
+
+
+def numeric_response(y, xp, device, n_samples):
+    """Numeric targets as a float64 ``(n, k)`` array of the namespace, else
+    None (no targets, class labels): what an automatic rank certifies on."""
+    if y is None:
+        return None
+    try:
+        y = xp.asarray(y, device=device)
+    except (TypeError, ValueError):
+        return None
+    if (
+        not xp.isdtype(y.dtype, ("real floating", "integral"))
+        or y.shape[0] != n_samples
+    ):
+        return None
+    return xp.astype(xp.reshape(y, (n_samples, -1)), xp.float64)
+
+
+def validate(estimator, X, xp, y=None, reset=True, **kwargs):
+    """``validate_data`` in the namespace: float64 or float32 arrays."""
+    from sklearn.utils.validation import validate_data
+
+    dtype = [xp.float64, xp.float32]
+    if y is None:
+        return validate_data(estimator, X, dtype=dtype, reset=reset, **kwargs)
+    return validate_data(estimator, X, y, dtype=dtype, reset=reset, **kwargs)
+
+
+def check_same_kind(nystroem, X, on_array_api):
+    """A model fitted on one kind of array transforms and predicts the same
+    kind: a clear error instead of a failure inside a kernel."""
+    fitted_on_numpy = isinstance(nystroem.components_, np.ndarray)
+    if fitted_on_numpy == on_array_api:
+        fitted = "NumPy arrays" if fitted_on_numpy else "array-API arrays"
+        raise TypeError(
+            f"This model was fitted on {fitted} and is called on "
+            f"{type(X).__module__}.{type(X).__name__}"
+            + (" under array_api_dispatch" if on_array_api else "")
+            + ": fit and predict on the same kind of array, with the same "
+            "array_api_dispatch setting."
+        )
