@@ -34,7 +34,9 @@ from sklearn import get_config
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import gen_batches
 from sklearn.utils._array_api import (
+    _convert_to_numpy,
     _is_numpy_namespace,
+    get_namespace,
     get_namespace_and_device,
 )
 
@@ -109,13 +111,12 @@ def _row_blocks(n_samples, n_columns):
 
 
 def to_host(a):
-    """A NumPy copy of an array-API array (small arrays only: subsamples,
-    ``p x p`` blocks, scores)."""
-    if hasattr(a, "get") and not isinstance(a, np.ndarray):  # CuPy
-        return np.asarray(a.get())
-    if hasattr(a, "detach"):  # torch
-        return a.detach().cpu().numpy()
-    return np.asarray(a)
+    """A NumPy copy of an array (small arrays only: subsamples, ``p x p``
+    blocks, scores), from whatever device it is on."""
+    if isinstance(a, np.ndarray):
+        return a
+    xp, _ = get_namespace(a)
+    return _convert_to_numpy(a, xp=xp)
 
 
 def landmark_rows(X, n_components, random_state, xp, device):
@@ -322,44 +323,22 @@ def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True)
     return kernel(landmarks, landmarks, nystroem)
 
 
-def fit_ridge(estimator, X, y, sample_weight, xp, device, alphas=None):
+def fit_ridge(estimator, nystroem, X, y, sample_weight, xp, device, alphas=None):
     """Fit a ridge estimator (:class:`~sklearn_dof.DoFKernelRidge`, or with
     ``alphas`` :class:`~sklearn_dof.DoFKernelRidgeCV`) on validated
-    array-API data: ``nystroem_``, ``dual_coef_``, ``intercept_`` (and the
-    penalty chosen) in the namespace of ``X``."""
-    from ._nystroem import DoFNystroem
-
+    array-API data, with ``nystroem`` its unfitted transformer:
+    ``nystroem_``, ``dual_coef_``, ``intercept_`` (and the penalty chosen)
+    in the namespace of ``X``."""
     n = X.shape[0]
     y2 = xp.reshape(y, (n, -1))
-    alpha = estimator.alpha if alphas is None else float(np.min(alphas))
-    estimator.nystroem_ = DoFNystroem(
-        **{
-            name: getattr(estimator, name)
-            for name in (
-                "kernel",
-                "gamma",
-                "coef0",
-                "degree",
-                "kernel_params",
-                "n_components",
-                "sampling",
-                "loss_tol",
-                "max_components",
-                "random_state",
-                "n_jobs",
-            )
-        },
-        alpha=alpha,
-        tol=estimator.tol,
-    )
-    nystroem = estimator.nystroem_
+    estimator.nystroem_ = nystroem
     nystroem._validate_params()
     nystroem.n_features_in_ = X.shape[1]
     gram_II = fit_nystroem(
         nystroem, X, y2, xp, device, penalties=alphas, center=estimator.fit_intercept
     )
-    p = nystroem.n_components_
-    N = landmark_basis(gram_II, nystroem.alpha * p / n, xp, device)
+    p, alpha = nystroem.n_components_, nystroem.alpha
+    N = landmark_basis(gram_II, alpha * p / n, xp, device)
     landmarks = nystroem.components_
     gram, rhs, phi_mean, y_mean = ridge_sums(
         nystroem,

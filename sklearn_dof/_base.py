@@ -59,6 +59,24 @@ class DoFKernelMixin:
         X = self._validate_predict_data(X)
         return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
 
+    def _new_nystroem(self, alpha, dof_tol=0.1, loss_tol=0.01):
+        """The unfitted ``nystroem_`` of this estimator at ``alpha``."""
+        return DoFNystroem(
+            kernel=self.kernel,
+            gamma=self.gamma,
+            coef0=self.coef0,
+            degree=self.degree,
+            kernel_params=self.kernel_params,
+            alpha=alpha,
+            n_components=self.n_components,
+            sampling=self.sampling,
+            loss_tol=loss_tol,
+            max_components=self.max_components,
+            tol=dof_tol,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs,
+        )
+
     def _fit_nystroem(
         self,
         X,
@@ -87,21 +105,7 @@ class DoFKernelMixin:
         penalties whose best one the rank is certified for (see
         ``DoFNystroem._fit``).
         """
-        self.nystroem_ = DoFNystroem(
-            kernel=self.kernel,
-            gamma=self.gamma,
-            coef0=self.coef0,
-            degree=self.degree,
-            kernel_params=self.kernel_params,
-            alpha=alpha,
-            n_components=self.n_components,
-            sampling=self.sampling,
-            loss_tol=loss_tol,
-            max_components=self.max_components,
-            tol=dof_tol,
-            random_state=self.random_state,
-            n_jobs=self.n_jobs,
-        )
+        self.nystroem_ = self._new_nystroem(alpha, dof_tol, loss_tol)
         self.nystroem_._validate_params()
         factors = self.nystroem_._fit(
             self.nystroem_._validate_fit_data(X),

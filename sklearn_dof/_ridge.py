@@ -377,7 +377,8 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             X, y, sample_weight = self._validate_array_api(
                 X, y, sample_weight, *namespace
             )
-            return _array_api.fit_ridge(self, X, y, sample_weight, *namespace)
+            nystroem = self._new_nystroem(self.alpha, self.tol, self.loss_tol)
+            return _array_api.fit_ridge(self, nystroem, X, y, sample_weight, *namespace)
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
@@ -707,8 +708,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 X, y, sample_weight, *namespace
             )
             alphas = self._check_alphas(X.shape[0])
+            nystroem = self._new_nystroem(float(alphas.min()), self.tol, self.loss_tol)
             return _array_api.fit_ridge(
-                self, X, y, sample_weight, *namespace, alphas=alphas
+                self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
             )
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         alphas = self._check_alphas(X.shape[0])

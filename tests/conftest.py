@@ -1,3 +1,10 @@
+import os
+
+# scikit-learn's array-API dispatch needs scipy's own array-API support,
+# which scipy reads from the environment when it is first imported: before
+# any test module imports it.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
 from pathlib import Path
 
 import numpy as np

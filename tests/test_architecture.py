@@ -25,6 +25,7 @@ LAYERS = [
     ("linear algebra and solvers", ["_linalg", "_newton", "_ridge_solve"]),
     ("column selection", ["_sampling"]),
     ("Dask back-end", ["_dask"]),
+    ("array-API back-end", ["_array_api"]),
     ("degrees of freedom and loss", ["_dof", "_certificate"]),
     ("sampling rules", ["_samplers"]),
     ("estimate and rank rules", ["_estimate", "_rank"]),

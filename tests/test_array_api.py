@@ -1,0 +1,178 @@
+"""Array-API inputs (torch, array-api-strict, CuPy...) under array_api_dispatch.
+
+Follows scikit-learn's own pattern: every namespace, device and dtype of
+:func:`~sklearn.utils._array_api.yield_namespace_device_dtype_combinations`
+that is installed, against the NumPy results.
+"""
+
+import numpy as np
+import pytest
+from sklearn import clone, config_context
+from sklearn.utils._array_api import (
+    _convert_to_numpy,
+    device,
+    get_namespace,
+    yield_namespace_device_dtype_combinations,
+)
+from sklearn.utils._testing import _array_api_for_tests
+
+from sklearn_dof import (
+    DoFKernelLogisticRegression,
+    DoFKernelRidge,
+    DoFKernelRidgeCV,
+    DoFNystroem,
+)
+
+COMBINATIONS = [
+    c for c in yield_namespace_device_dtype_combinations() if c[0] != "numpy"
+]
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.RandomState(0)
+    X = rng.randn(400, 4)
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.randn(400)
+    return X, y
+
+
+def _to(xp, array_device, a, dtype_name):
+    return xp.asarray(a.astype(dtype_name), device=array_device)
+
+
+def _numpy(a, xp):
+    return _convert_to_numpy(a, xp=xp)
+
+
+ESTIMATORS = {
+    "ridge": DoFKernelRidge(alpha=1.0, gamma=0.3, n_components=60, random_state=0),
+    "ridge-auto": DoFKernelRidge(alpha=1.0, gamma=0.3, random_state=0),
+    "ridge-weights": DoFKernelRidge(
+        alpha=0.1, kernel="laplacian", n_components=50, random_state=1
+    ),
+    "ridge-cv": DoFKernelRidgeCV(gamma=0.3, n_components=60, random_state=0),
+    "ridge-no-intercept": DoFKernelRidge(
+        alpha=1.0,
+        kernel="poly",
+        degree=2,
+        n_components=40,
+        fit_intercept=False,
+        random_state=0,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+@pytest.mark.parametrize("namespace, device_name, dtype_name", COMBINATIONS)
+def test_ridge_fits_where_the_data_live(data, name, namespace, device_name, dtype_name):
+    xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
+    X, y = data
+    estimator = clone(ESTIMATORS[name])
+    weights = np.random.RandomState(2).uniform(0.5, 2.0, len(y))
+    fit_params = {"sample_weight": weights} if name == "ridge-weights" else {}
+    # The reference sees the same values: an automatic rank is sized on the
+    # host from the data as given.
+    X, y = X.astype(dtype_name), y.astype(dtype_name)
+    reference = estimator.fit(X, y, **fit_params)
+    expected = reference.predict(X)
+
+    X_xp, y_xp = (
+        _to(xp, array_device, X, dtype_name),
+        _to(xp, array_device, y, dtype_name),
+    )
+    with config_context(array_api_dispatch=True):
+        fitted = clone(estimator).fit(
+            X_xp,
+            y_xp,
+            **{k: xp.asarray(v, device=array_device) for k, v in fit_params.items()},
+        )
+        predicted = fitted.predict(X_xp)
+    # Computed where the data live, and returned there.
+    for array in (predicted, fitted.dual_coef_, fitted.nystroem_.components_):
+        assert get_namespace(array)[0] is get_namespace(X_xp)[0]
+        assert device(array) == device(X_xp)
+    assert fitted.n_components_ == reference.n_components_
+    np.testing.assert_array_equal(
+        fitted.nystroem_.component_indices_, reference.nystroem_.component_indices_
+    )
+    if name == "ridge-cv":
+        assert fitted.alpha_ == reference.alpha_
+    predicted = _numpy(predicted, xp)
+    # float64: the NumPy path's solution up to rounding.  float32: float32
+    # kernel blocks, float64 sums and solve.
+    rtol = 1e-8 if dtype_name == "float64" else 2e-3
+    np.testing.assert_allclose(
+        predicted, expected, rtol=rtol, atol=rtol * np.abs(expected).max()
+    )
+
+
+@pytest.mark.parametrize("namespace, device_name, dtype_name", COMBINATIONS)
+def test_nystroem_transform_where_the_data_live(
+    data, namespace, device_name, dtype_name
+):
+    xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
+    X, y = data
+    nystroem = DoFNystroem(alpha=1.0, gamma=0.3, n_components=50, random_state=0)
+    expected = nystroem.fit(X).transform(X)
+    X_xp = _to(xp, array_device, X, dtype_name)
+    with config_context(array_api_dispatch=True):
+        fitted = clone(nystroem).fit(X_xp)
+        features = fitted.transform(X_xp)
+        normalization = fitted.normalization_
+        dof = fitted.dof_
+    assert device(features) == device(normalization) == device(X_xp)
+    assert features.dtype == X_xp.dtype  # float32 stays float32
+    rtol = 1e-8 if dtype_name == "float64" else 2e-3
+    # The symmetric inverse square root: the same basis as on NumPy.
+    np.testing.assert_allclose(
+        _numpy(features, xp), expected, rtol=rtol, atol=rtol * np.abs(expected).max()
+    )
+    np.testing.assert_allclose(dof, nystroem.dof_, rtol=1e-6 if rtol < 1e-3 else 1e-2)
+
+
+@pytest.mark.parametrize("namespace, device_name, dtype_name", COMBINATIONS[:1])
+def test_automatic_rank_reads_a_host_subsample(
+    data, namespace, device_name, dtype_name, monkeypatch
+):
+    # Past RANK_SUBSAMPLE rows the rank is sized on a uniform subsample at
+    # the same lambda: the same rank as the NumPy fit of that subsample.
+    from sklearn_dof import _array_api
+    from sklearn_dof._sampling import uniform_columns
+
+    xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
+    X, y = data
+    monkeypatch.setattr(_array_api, "RANK_SUBSAMPLE", 200)
+    ridge = DoFKernelRidge(alpha=2.0, gamma=0.3, random_state=0)
+    with config_context(array_api_dispatch=True):
+        fitted = clone(ridge).fit(
+            _to(xp, array_device, X, dtype_name), _to(xp, array_device, y, dtype_name)
+        )
+    rows = np.sort(uniform_columns(len(y), 200, 0))
+    host = clone(ridge).set_params(alpha=2.0 * 200 / len(y)).fit(X[rows], y[rows])
+    assert fitted.n_components_ == host.n_components_ < len(y)
+    assert fitted.nystroem_.loss_estimate_ == host.nystroem_.loss_estimate_
+
+
+def test_errors_name_what_to_change(data):
+    X, y = data
+    xp, array_device = _array_api_for_tests("array_api_strict", "device1", "float64")
+    X_xp = xp.asarray(X, device=array_device)
+    y_xp = xp.asarray(y, device=array_device)
+    # Data on a device NumPy cannot read, without dispatch.
+    with pytest.raises(TypeError, match="array_api_dispatch=True"):
+        DoFKernelRidge(n_components=10).fit(X_xp, y_xp)
+    fitted_on_numpy = DoFKernelRidge(alpha=1.0, n_components=10).fit(X, y)
+    with config_context(array_api_dispatch=True):
+        with pytest.raises(TypeError, match="fitted on NumPy arrays"):
+            fitted_on_numpy.predict(X_xp)
+        with pytest.raises(TypeError, match="NumPy arrays only"):
+            DoFKernelLogisticRegression(n_components=10).fit(X_xp, y_xp > 0)
+        with pytest.raises(ValueError, match="sampling='pivoted'"):
+            DoFKernelRidge(n_components=10, sampling="pivoted").fit(X_xp, y_xp)
+        with pytest.raises(ValueError, match="kernel="):
+            DoFKernelRidge(n_components=10, kernel=lambda a, b: 1.0).fit(X_xp, y_xp)
+        with pytest.raises(ValueError, match="cv=None"):
+            DoFKernelRidgeCV(n_components=10, cv=3).fit(X_xp, y_xp)
+        fitted = DoFKernelRidge(alpha=1.0, n_components=10).fit(X_xp, y_xp)
+    with pytest.raises(TypeError, match="fitted on array-API arrays"):
+        fitted.predict(X)
