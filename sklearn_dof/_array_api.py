@@ -30,22 +30,37 @@ landmarks themselves are then drawn uniformly from all rows, on the device.
 """
 
 import numpy as np
+from scipy import sparse
 from sklearn import get_config
+from sklearn.externals.array_api_compat import is_array_api_obj
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import gen_batches
 from sklearn.utils._array_api import (
     _convert_to_numpy,
     _is_numpy_namespace,
+    check_same_namespace,
     get_namespace,
     get_namespace_and_device,
+    move_to,
 )
 
-from ._blocks import row_batch_size
+from ._blocks import _BUFFERS_PER_ROW
 from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL
 from ._sampling import uniform_columns
 
 # Rows of the host subsample that sizes an automatic rank.
 RANK_SUBSAMPLE = 8192
+
+
+def is_array_api_array(a):
+    """Whether ``a`` is an array of a namespace other than NumPy (not a
+    NumPy array, a sparse matrix, or a Dask array)."""
+    return (
+        is_array_api_obj(a)
+        and not isinstance(a, np.ndarray)
+        and not sparse.issparse(a)
+        and type(a).__module__.split(".")[0] != "dask"
+    )
 
 
 def dispatch_namespace(*arrays):
@@ -59,7 +74,7 @@ def dispatch_namespace(*arrays):
     arrays = [a for a in arrays if a is not None]
     if not get_config()["array_api_dispatch"]:
         for a in arrays:
-            if hasattr(a, "__array_namespace__") and not isinstance(a, np.ndarray):
+            if is_array_api_array(a):
                 where = getattr(a, "device", "cpu")
                 if _device_name(where) not in ("cpu", "cpu_device"):
                     raise TypeError(
@@ -79,6 +94,17 @@ def dispatch_namespace(*arrays):
 def _device_name(device):
     name = getattr(device, "type", None) or str(device)
     return name.lower().split(":")[0].split("(")[-1].strip("'\")")
+
+
+def supports(estimator):
+    """Whether the estimator's parameters run on array-API input (its
+    ``array_api_support`` tag): uniform landmarks and a named kernel."""
+    kernel = estimator.kernel
+    return (
+        not callable(kernel)
+        and kernel != "precomputed"
+        and getattr(estimator, "sampling", "uniform") == "uniform"
+    )
 
 
 def check_supported(estimator, what):
@@ -105,15 +131,23 @@ def kernel(X, Y, estimator):
 
 
 def _row_blocks(n_samples, n_columns):
-    """Row slices of blocks of ``n_columns`` wide float64 buffers within
-    scikit-learn's ``working_memory``."""
-    return gen_batches(n_samples, row_batch_size(n_samples, n_columns, 8))
+    """Row slices of blocks of ``n_columns`` wide float64 buffers that fill
+    scikit-learn's ``working_memory``.
+
+    Unlike the NumPy path's blocks (:func:`_blocks.row_batch_size`), these
+    are not capped at a thousand rows or so: on an accelerator every block
+    costs kernel launches and a synchronisation, and there is no allocator
+    threshold to stay under.
+    """
+    row_bytes = _BUFFERS_PER_ROW * max(n_columns, 1) * 8
+    rows = int(get_config()["working_memory"] * 2**20 // row_bytes)
+    return gen_batches(n_samples, max(1, min(rows, n_samples)))
 
 
 def to_host(a):
     """A NumPy copy of an array (small arrays only: subsamples, ``p x p``
     blocks, scores), from whatever device it is on."""
-    if isinstance(a, np.ndarray):
+    if not is_array_api_array(a):
         return a
     xp, _ = get_namespace(a)
     return _convert_to_numpy(a, xp=xp)
@@ -200,7 +234,7 @@ def ridge_sums(nystroem, X, landmarks, N, y, sample_weight, fit_intercept, xp, d
     rhs = xp.zeros((r, k), dtype=f64, device=device)
     u = xp.zeros((r,), dtype=f64, device=device)
     v = xp.zeros((k,), dtype=f64, device=device)
-    total = 0.0
+    total = xp.zeros((), dtype=f64, device=device)
     phi_shift = y_shift = None
     for rows in _row_blocks(n, max(landmarks.shape[0], r)):
         Phi = xp.astype(kernel(X[rows, ...], landmarks, nystroem), f64) @ N
@@ -225,7 +259,9 @@ def ridge_sums(nystroem, X, landmarks, N, y, sample_weight, fit_intercept, xp, d
         rhs = rhs + Phi.T @ y_b
         u = u + root @ Phi
         v = v + root @ y_b
-        total += float(xp.sum(root * root))
+        total = total + xp.sum(root * root)
+    # (One synchronisation per fit, not one per block.)
+    total = float(total)
     if not fit_intercept or total <= 0:
         return gram, rhs, phi_shift, y_shift
     gram = gram - (u[:, None] * u[None, :]) / total
@@ -313,7 +349,8 @@ def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True)
     rank = min(int(rank), n)
     indices, landmarks = landmark_rows(X, rank, nystroem.random_state, xp, device)
     nystroem.components_ = landmarks
-    nystroem.component_indices_ = indices
+    # Every fitted array where the data live (scikit-learn's convention).
+    nystroem.component_indices_ = xp.asarray(indices, device=device)
     nystroem.n_components_ = rank
     nystroem._n_features_out = rank
     nystroem.exact_ = False
@@ -446,6 +483,21 @@ def predict(estimator, X, xp):
     return out[:, 0] if estimator.dual_coef_.ndim == 1 else out
 
 
+def move_to_data(y, sample_weight, xp, device):
+    """``y`` and ``sample_weight`` in the namespace and on the device of the
+    data (lists and NumPy arrays included)."""
+    moved = []
+    for a in (y, sample_weight):
+        if (
+            a is not None
+            and not is_array_api_array(a)
+            and not isinstance(a, np.ndarray)
+        ):
+            a = np.asarray(a)
+        moved.append(None if a is None else move_to(a, xp=xp, device=device))
+    return tuple(moved)
+
+
 def numeric_response(y, xp, device, n_samples):
     """Numeric targets as a float64 ``(n, k)`` array of the namespace, else
     None (no targets, class labels): what an automatic rank certifies on."""
@@ -473,16 +525,22 @@ def validate(estimator, X, xp, y=None, reset=True, **kwargs):
     return validate_data(estimator, X, y, dtype=dtype, reset=reset, **kwargs)
 
 
-def check_same_kind(nystroem, X, on_array_api):
+def check_same_kind(estimator, X, attribute, method):
     """A model fitted on one kind of array transforms and predicts the same
-    kind: a clear error instead of a failure inside a kernel."""
-    fitted_on_numpy = isinstance(nystroem.components_, np.ndarray)
-    if fitted_on_numpy == on_array_api:
-        fitted = "NumPy arrays" if fitted_on_numpy else "array-API arrays"
+    kind: scikit-learn's :func:`check_same_namespace` under dispatch, and
+    without it a clear error for a model fitted on array-API arrays."""
+    if get_config()["array_api_dispatch"]:
+        check_same_namespace(
+            X,
+            estimator,
+            attribute=attribute,
+            method=f"{type(estimator).__name__}.{method}()",
+        )
+    elif is_array_api_array(getattr(estimator, attribute)):
         raise TypeError(
-            f"This model was fitted on {fitted} and is called on "
-            f"{type(X).__module__}.{type(X).__name__}"
-            + (" under array_api_dispatch" if on_array_api else "")
-            + ": fit and predict on the same kind of array, with the same "
-            "array_api_dispatch setting."
+            f"This {type(estimator).__name__} was fitted on array-API arrays "
+            f"under array_api_dispatch and is called on "
+            f"{type(X).__module__}.{type(X).__name__} without it: predict "
+            "under the same setting (sklearn.config_context(array_api_dispatch"
+            "=True)) on the same kind of array."
         )

@@ -52,7 +52,7 @@ class DoFKernelMixin:
         of rows, without the ``n x p`` kernel block."""
         check_is_fitted(self)
         namespace = _array_api.dispatch_namespace(X)
-        _array_api.check_same_kind(self.nystroem_, X, namespace is not None)
+        _array_api.check_same_kind(self, X, "dual_coef_", "predict")
         if namespace is not None:
             X = _array_api.validate(self, X, namespace[0], reset=False)
             return _array_api.predict(self, X, namespace[0])

@@ -743,7 +743,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """
         check_is_fitted(self)
         namespace = _array_api.dispatch_namespace(X)
-        _array_api.check_same_kind(self, X, namespace is not None)
+        _array_api.check_same_kind(self, X, "components_", "transform")
         if namespace is not None:
             xp = namespace[0]
             X = _array_api.validate(self, X, xp, reset=False)
@@ -802,7 +802,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     def _landmark_gram(self):
         """``K(I, I)`` recomputed from the stored landmarks, as at fit."""
-        if not isinstance(self.components_, np.ndarray):
+        if _array_api.is_array_api_array(self.components_):
             return _array_api.kernel(self.components_, self.components_, self)
         landmarks = KernelColumns(self.components_, self.kernel, self._kernel_params())
         return landmarks.landmark_gram(np.arange(self.n_components_))
@@ -839,5 +839,5 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         tags.input_tags.sparse = True
         tags.input_tags.pairwise = self.kernel == "precomputed"
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        tags.array_api_support = True
+        tags.array_api_support = _array_api.supports(self)
         return tags

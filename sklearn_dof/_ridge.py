@@ -71,6 +71,9 @@ class _DoFRidgeMixin(DoFKernelMixin):
         return X, y, sample_weight
 
     def _validate_array_api(self, X, y, sample_weight, xp, device):
+        # Targets and weights follow the data's namespace and device
+        # (scikit-learn's convention for mixed inputs).
+        y, sample_weight = _array_api.move_to_data(y, sample_weight, xp, device)
         X, y = _array_api.validate(self, X, xp, y, multi_output=True, y_numeric=True)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(
@@ -149,7 +152,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
-        tags.array_api_support = True
+        tags.array_api_support = _array_api.supports(self)
         return tags
 
 
