@@ -247,19 +247,23 @@ def ridge_sums(nystroem, X, landmarks, N, y, sample_weight, fit_intercept, xp, d
             else:
                 phi_shift = xp.zeros((r,), dtype=f64, device=device)
                 y_shift = xp.zeros((k,), dtype=f64, device=device)
-        Phi = Phi - phi_shift
+        # In place: the block is this loop's own temporary, and each pass
+        # over it costs as much memory traffic as the kernel's evaluation.
+        Phi -= phi_shift
         y_b = y_b - y_shift
         if w is None:
-            root = xp.ones((Phi.shape[0],), dtype=f64, device=device)
+            u += xp.sum(Phi, axis=0)
+            v += xp.sum(y_b, axis=0)
+            total += Phi.shape[0]
         else:
             root = xp.sqrt(w[rows])
-            Phi = Phi * root[:, None]
+            Phi *= root[:, None]
             y_b = y_b * root[:, None]
-        gram = gram + Phi.T @ Phi
-        rhs = rhs + Phi.T @ y_b
-        u = u + root @ Phi
-        v = v + root @ y_b
-        total = total + xp.sum(root * root)
+            u += root @ Phi
+            v += root @ y_b
+            total += xp.sum(w[rows])
+        gram += Phi.T @ Phi
+        rhs += Phi.T @ y_b
     # (One synchronisation per fit, not one per block.)
     total = float(total)
     if not fit_intercept or total <= 0:

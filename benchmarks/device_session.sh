@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The one prepared script of a session on the project's device machine
+# (16 cores + one GPU; numpy, scipy, scikit-learn and torch installed, no
+# internet): issue 20's GPU table, then issue 19's thread scaling.  Writes
+# everything under $OUT; each part has its own time limit, and each
+# benchmark appends its results to progress.jsonl as they come.
+#
+#   OUT=/tmp/out bash benchmarks/device_session.sh
+set -u
+OUT=${OUT:?set OUT}
+export PYTHONPATH=$PWD:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}
+{
+  date -u; nproc; free -g | head -2
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+  python -c "import numpy, scipy, sklearn, torch; print(numpy.__version__, scipy.__version__, sklearn.__version__, torch.__version__)"
+  python -c "import numpy, threadpoolctl, json; print(json.dumps(threadpoolctl.threadpool_info()))"
+  git log -1 --format='%H %s' 2>/dev/null || true
+} > "$OUT/machine.txt" 2>&1
+
+timeout -k 5 "${GPU_LIMIT:-200}" python benchmarks/bench_gpu.py \
+  --n 100000,1000000 --output-dir "$OUT/gpu" > "$OUT/gpu.log" 2>&1
+echo "gpu rc=$?" >> "$OUT/machine.txt"
+
+timeout -k 5 "${CORES_LIMIT:-360}" python benchmarks/bench_scaling.py --parts cores \
+  --core-counts 1,2,4,8,16 --aux-counts 1,4,16 --compare-working-memory 4096 \
+  --output-dir "$OUT/cores" > "$OUT/cores.log" 2>&1
+echo "cores rc=$?" >> "$OUT/machine.txt"
+tail -n 5 "$OUT/gpu.log" "$OUT/cores.log"
