@@ -241,6 +241,24 @@ def _attach_gram(total, gram):
     return attach(total)
 
 
+def _lower_panels(p, n_panels):
+    """Column ranges ``(a, b)`` whose lower parts ``[a:, a:b]`` of a
+    ``p x p`` matrix have about equal areas: one product each for the
+    workers of a shared Gram sum (the left columns are taller, so their
+    panels are narrower)."""
+    n_panels = max(1, min(n_panels, p))
+    heights = np.arange(p, 0, -1, dtype=np.float64)  # column j: p - j rows
+    area = np.cumsum(heights)
+    targets = area[-1] * np.arange(1, n_panels) / n_panels
+    # The cut before column c leaves area[c - 1] to its left: the nearer of
+    # the two cuts around each target.
+    k = np.searchsorted(area, targets)
+    below = np.where(k > 0, area[np.maximum(k - 1, 0)], 0.0)
+    cuts = np.where(targets - below <= area[k] - targets, k, k + 1)
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, p - 1), [p]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 def _threads_and_batch(
     n_samples, n_components, itemsize, working_memory, accumulator=True
 ):
@@ -279,13 +297,18 @@ def _shared_gram_plan(n_samples, n_components, itemsize, working_memory, workers
 
     When the budget holds fewer private ``p x p`` sums than there are
     threads (many cores, or a large ``p``), the Gram matrix is summed once
-    for all of them instead: in rounds of one block per thread, the workers
-    evaluate their features into one buffer of the round (BLAS on one thread
-    each), then a single product of that buffer, on all the BLAS threads,
-    is added into one sum.  Memory: one sum and its scratch (``2 p^2``
-    float64), the round's buffer and each worker's block buffers.  Returns
-    ``(0, None)`` when private sums already use every thread, or when the
-    budget leaves too few rows per thread.
+    for all of them instead, in rounds of one block per thread: the workers
+    first evaluate their blocks' features into one buffer of the round, then
+    each adds the product of the buffer with one panel of its columns into
+    the lower triangle of the one sum (:func:`_lower_panels`).  Every
+    product runs in a worker with the BLAS on one thread: a threaded BLAS
+    call on the calling thread between the rounds would leave the BLAS's own
+    threads spinning while the workers evaluate kernels (measured on 16
+    cores: 26.7 s against 14.4 s for private sums, benchmarks/results/
+    cores_16).  Memory: the sum and the panels' scratch (at most
+    ``2 p^2`` float64), the round's buffer and each worker's block buffers.
+    Returns ``(0, None)`` when private sums already use every thread, or
+    when the budget leaves too few rows per thread.
     """
     threads = _parallel.n_threads()
     if threads <= workers:
@@ -495,27 +518,28 @@ class FeatureBlocks:
         return total
 
     def _reduce_shared(self, statistic, row_arrays):
-        """:meth:`reduce` with the Gram term summed once for all the threads,
-        a round of one block per thread at a time."""
+        """:meth:`reduce` with the Gram term summed once for all the threads
+        (see :func:`_shared_gram_plan`), a round of one block per thread at
+        a time."""
         if self.cached and self._cache is None:
             self._cache = [None] * len(self.slices)
         threads = self.gram_threads
         n_blocks = len(self.slices)
+        sizes = [sl.stop - sl.start for sl in self.slices]
         rounds = [
             range(b, min(b + threads, n_blocks)) for b in range(0, n_blocks, threads)
         ]
-        round_rows = max(
-            sum(self.slices[b].stop - self.slices[b].start for b in blocks)
-            for blocks in rounds
-        )
-        buffer = np.empty((round_rows, self.n_components), dtype=self.dtype)
-        gram, total = _GramSum(), None
+        round_rows = max(sum(sizes[b] for b in blocks) for blocks in rounds)
+        p = self.n_components
+        buffer = np.empty((round_rows, p), dtype=self.dtype)
+        gram = np.zeros((p, p))
+        panels = _lower_panels(p, threads)
+        scratch = [np.empty((p - a, b - a), dtype=self.dtype) for a, b in panels]
+        total = None
         for blocks in rounds:
-            starts = np.cumsum(
-                [0] + [self.slices[b].stop - self.slices[b].start for b in blocks]
-            )
+            starts = np.cumsum([0] + [sizes[b] for b in blocks])
 
-            def work(i, blocks=blocks, starts=starts):
+            def features(i, blocks=blocks, starts=starts):
                 b = blocks[i]
                 sl = self.slices[b]
                 term = statistic(self._block(b), *(a[sl] for a in row_arrays))
@@ -525,11 +549,19 @@ class FeatureBlocks:
 
                 return _detach_gram(term, sink)
 
-            for term in _parallel.run(work, range(len(blocks)), threads):
+            for term in _parallel.run(features, range(len(blocks)), threads):
                 total = _add(total, term)
-            with _parallel.blas_limit(threads):
-                gram.add(_GramTerm(buffer[: starts[-1]]))
-        return _attach_gram(total, gram)
+            filled = buffer[: starts[-1]]
+
+            def panel_product(j, filled=filled):
+                a, b = panels[j]
+                # Rows a: of columns a:b, the lower part of the panel; a
+                # float32 buffer is summed in float32 within the round.
+                product = np.matmul(filled[:, a:].T, filled[:, a:b], out=scratch[j])
+                gram[a:, a:b] += product
+
+            _parallel.run(panel_product, range(len(panels)), threads)
+        return _attach_gram(total, mirror_lower(gram))
 
     def map(self, function, *row_arrays):
         """Row-wise results ``function(Phi_b, ...)`` stacked over the blocks."""

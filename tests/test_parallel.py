@@ -143,6 +143,22 @@ def test_shared_gram_sum_equals_one_thread(data, dtype):
     np.testing.assert_array_equal(gram, gram.T)
 
 
+@pytest.mark.parametrize("p, panels", [(2000, 16), (2000, 64), (7, 3), (3, 8)])
+def test_lower_panels_split_the_triangle_evenly(p, panels):
+    ranges = _blocks._lower_panels(p, panels)
+    # Contiguous, covering every column, none empty.
+    assert ranges[0][0] == 0 and ranges[-1][1] == p
+    assert all(a < b for a, b in ranges)
+    assert all(b == c for (_, b), (c, _) in zip(ranges[:-1], ranges[1:], strict=True))
+    assert len(ranges) <= min(p, panels)
+    if p >= 4 * panels:
+        assert len(ranges) == panels
+    areas = [sum(p - j for j in range(a, b)) for a, b in ranges]
+    # Each cut is within half a column of its target: two panels differ by
+    # at most two columns' heights.
+    assert max(areas) - min(areas) <= 2 * p
+
+
 def test_shared_gram_plan_fits_the_budget_at_64_threads():
     p, itemsize, budget, n = 2000, 8, 1024, 10**6
     with _parallel.use_n_jobs(64):
