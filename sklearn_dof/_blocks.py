@@ -214,51 +214,6 @@ def _add(total, term):
     return total + term
 
 
-def _detach_gram(term, sink):
-    """``term`` with its one :class:`_GramTerm` handed to ``sink`` and None in
-    its place (summed apart, see :meth:`FeatureBlocks._reduce_shared`)."""
-    if isinstance(term, tuple):
-        return tuple(_detach_gram(t, sink) for t in term)
-    if isinstance(term, _GramTerm):
-        sink(term.block)
-        return None
-    return term
-
-
-def _attach_gram(total, gram):
-    """The sum of :func:`_detach_gram`'s terms with the Gram sum back in its
-    place (the first None)."""
-    pending = [True]
-
-    def attach(part):
-        if isinstance(part, tuple):
-            return tuple(attach(t) for t in part)
-        if part is None and pending[0]:
-            pending[0] = False
-            return gram
-        return part
-
-    return attach(total)
-
-
-def _lower_panels(p, n_panels):
-    """Column ranges ``(a, b)`` whose lower parts ``[a:, a:b]`` of a
-    ``p x p`` matrix have about equal areas: one product each for the
-    workers of a shared Gram sum (the left columns are taller, so their
-    panels are narrower)."""
-    n_panels = max(1, min(n_panels, p))
-    heights = np.arange(p, 0, -1, dtype=np.float64)  # column j: p - j rows
-    area = np.cumsum(heights)
-    targets = area[-1] * np.arange(1, n_panels) / n_panels
-    # The cut before column c leaves area[c - 1] to its left: the nearer of
-    # the two cuts around each target.
-    k = np.searchsorted(area, targets)
-    below = np.where(k > 0, area[np.maximum(k - 1, 0)], 0.0)
-    cuts = np.where(targets - below <= area[k] - targets, k, k + 1)
-    bounds = np.unique(np.concatenate([[0], np.clip(cuts, 1, p - 1), [p]]))
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
 def _threads_and_batch(
     n_samples, n_components, itemsize, working_memory, accumulator=True
 ):
@@ -284,43 +239,6 @@ def _threads_and_batch(
         return 1, row_batch_size(n_samples, n_components, itemsize, working_memory)
     share = (working_memory * 2**20 / threads - accumulator) / 2**20
     rows = row_batch_size(n_samples, n_components, itemsize, share)
-    return threads, _parallel.balanced_batch_size(n_samples, rows, threads)
-
-
-# A shared Gram sum is worth it when its rounds give the threaded product at
-# least this many rows per thread.
-_MIN_SHARED_ROWS = 64
-
-
-def _shared_gram_plan(n_samples, n_components, itemsize, working_memory, workers):
-    """Threads and rows per block of a Gram sum shared by all the threads.
-
-    When the budget holds fewer private ``p x p`` sums than there are
-    threads (many cores, or a large ``p``), the Gram matrix is summed once
-    for all of them instead, in rounds of one block per thread: the workers
-    first evaluate their blocks' features into one buffer of the round, then
-    each adds the product of the buffer with one panel of its columns into
-    the lower triangle of the one sum (:func:`_lower_panels`).  Every
-    product runs in a worker with the BLAS on one thread: a threaded BLAS
-    call on the calling thread between the rounds would leave the BLAS's own
-    threads spinning while the workers evaluate kernels (measured on 16
-    cores: 26.7 s against 14.4 s for private sums, benchmarks/results/
-    cores_16).  Memory: the sum and the panels' scratch (at most
-    ``2 p^2`` float64), the round's buffer and each worker's block buffers.
-    Returns ``(0, None)`` when private sums already use every thread, or
-    when the budget leaves too few rows per thread.
-    """
-    threads = _parallel.n_threads()
-    if threads <= workers:
-        return 0, None
-    p = max(n_components, 1)
-    spare = working_memory * 2**20 - 2 * 8 * p**2
-    # A row of a worker's block buffers, and its row in the round's buffer.
-    row_bytes = (_BUFFERS_PER_ROW + 1) * p * itemsize
-    rows = int(spare // (threads * row_bytes))
-    if rows < min(_MIN_SHARED_ROWS, -(-n_samples // threads)):
-        return 0, None
-    rows = min(rows, row_batch_size(n_samples, p, itemsize, None))
     return threads, _parallel.balanced_batch_size(n_samples, rows, threads)
 
 
@@ -439,12 +357,6 @@ class FeatureBlocks:
         self.n_threads, batch_size = _threads_and_batch(
             self.n_samples, n_components, itemsize, working_memory
         )
-        self.gram_threads, shared_rows = _shared_gram_plan(
-            self.n_samples, n_components, itemsize, working_memory, self.n_threads
-        )
-        if self.gram_threads:
-            batch_size = shared_rows
-        self.dtype = np.dtype(dtype)
         self.slices = list(gen_batches(self.n_samples, batch_size))
         budget = working_memory * 2**20
         self.cached = cache and self.n_samples * n_components * itemsize <= budget
@@ -490,19 +402,13 @@ class FeatureBlocks:
         groups = _parallel.group_blocks(sizes, self.n_threads)
         return _parallel.run(work, groups, self.n_threads)
 
-    def reduce(self, statistic, *row_arrays, shared_gram=False):
+    def reduce(self, statistic, *row_arrays):
         """``sum_b statistic(Phi_b, *(a[b] for a in row_arrays))``.
 
         ``statistic`` returns an array, a number or a tuple of them.  Each
         worker sums its own blocks; the workers' sums are added in a fixed
-        order (see :mod:`sklearn_dof._parallel`).  ``shared_gram``: the
-        statistic's terms are one Gram term and arrays of size ``O(p)``,
-        whose sums are cheap to keep per worker, so the Gram matrix may be
-        summed once for all the threads (``gram_threads``; see
-        :func:`_shared_gram_plan`).
+        order (see :mod:`sklearn_dof._parallel`).
         """
-        if shared_gram and self.gram_threads:
-            return self._reduce_shared(statistic, row_arrays)
 
         def work(blocks):
             total = None
@@ -516,52 +422,6 @@ class FeatureBlocks:
         for part in self._pass(work):
             total = _merge(total, part)
         return total
-
-    def _reduce_shared(self, statistic, row_arrays):
-        """:meth:`reduce` with the Gram term summed once for all the threads
-        (see :func:`_shared_gram_plan`), a round of one block per thread at
-        a time."""
-        if self.cached and self._cache is None:
-            self._cache = [None] * len(self.slices)
-        threads = self.gram_threads
-        n_blocks = len(self.slices)
-        sizes = [sl.stop - sl.start for sl in self.slices]
-        rounds = [
-            range(b, min(b + threads, n_blocks)) for b in range(0, n_blocks, threads)
-        ]
-        round_rows = max(sum(sizes[b] for b in blocks) for blocks in rounds)
-        p = self.n_components
-        buffer = np.empty((round_rows, p), dtype=self.dtype)
-        gram = np.zeros((p, p))
-        panels = _lower_panels(p, threads)
-        scratch = [np.empty((p - a, b - a), dtype=self.dtype) for a, b in panels]
-        total = None
-        for blocks in rounds:
-            starts = np.cumsum([0] + [sizes[b] for b in blocks])
-
-            def features(i, blocks=blocks, starts=starts):
-                b = blocks[i]
-                sl = self.slices[b]
-                term = statistic(self._block(b), *(a[sl] for a in row_arrays))
-
-                def sink(B):
-                    buffer[starts[i] : starts[i + 1]] = B
-
-                return _detach_gram(term, sink)
-
-            for term in _parallel.run(features, range(len(blocks)), threads):
-                total = _add(total, term)
-            filled = buffer[: starts[-1]]
-
-            def panel_product(j, filled=filled):
-                a, b = panels[j]
-                # Rows a: of columns a:b, the lower part of the panel; a
-                # float32 buffer is summed in float32 within the round.
-                product = np.matmul(filled[:, a:].T, filled[:, a:b], out=scratch[j])
-                gram[a:, a:b] += product
-
-            _parallel.run(panel_product, range(len(panels)), threads)
-        return _attach_gram(total, mirror_lower(gram))
 
     def map(self, function, *row_arrays):
         """Row-wise results ``function(Phi_b, ...)`` stacked over the blocks."""
@@ -673,7 +533,6 @@ def normal_equations(features, y, sample_weight, fit_intercept):
         ),
         y,
         sample_weight,
-        shared_gram=True,
     )
     gram = gram_total(gram)  # exactly symmetric: sums of syrk products
     if not fit_intercept:

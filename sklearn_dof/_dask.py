@@ -632,10 +632,8 @@ class DaskFeatureBlocks(FeatureBlocks):
             for b, Phi_b in enumerate(self._phi_blocks())
         ]
 
-    def reduce(self, statistic, *row_arrays, shared_gram=False):
-        """``sum_b statistic(Phi_b, ...)``: per chunk on the workers, tree-summed
-        (each worker process sums its own chunks: ``shared_gram`` changes
-        nothing)."""
+    def reduce(self, statistic, *row_arrays):
+        """``sum_b statistic(Phi_b, ...)``: per chunk on the workers, tree-summed."""
         total = _tree_sum(self._tasks(statistic, row_arrays))
         return _compute(total)[0]
 

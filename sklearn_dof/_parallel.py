@@ -310,21 +310,6 @@ def _blas_limit():
                 _limit[1] = None
 
 
-@contextmanager
-def blas_limit(threads):
-    """The BLAS on at most ``threads`` threads inside the block (the calling
-    thread's share of a pass; nothing changes when it has no more)."""
-    current = blas_threads()
-    if current is None or current <= threads:
-        yield
-        return
-    limiter = _blas_controller().limit(limits=threads, user_api="blas")
-    try:
-        yield
-    finally:
-        limiter.restore_original_limits()
-
-
 def threads_started():
     """Threads this module's pool holds now (for tests and benchmarks)."""
     return 0 if _pool is None else len(_pool.threads)

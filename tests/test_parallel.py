@@ -117,64 +117,6 @@ def test_workers_gram_sums_equal_one_thread(data, dtype, p):
     np.testing.assert_array_equal(gram, gram.T)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_shared_gram_sum_equals_one_thread(data, dtype):
-    # A budget too small for a private p x p sum per worker: the Gram matrix
-    # is summed once for all the threads, by rounds, with the same result.
-    X, y = data
-    rng = np.random.RandomState(0)
-    Phi = rng.randn(X.shape[0], 120).astype(dtype)
-    sample_weight = rng.uniform(0.5, 2.0, len(y))
-    sums = []
-    for n_jobs, budget in ((1, 64), (3, 1.2), (3, 1.2)):
-        with _parallel.use_n_jobs(n_jobs), config_context(working_memory=budget):
-            features = _blocks.FeatureBlocks.from_array(Phi)
-            if n_jobs > 1:
-                assert features.n_threads < n_jobs == features.gram_threads
-                assert len(features.slices) > n_jobs
-            sums.append(
-                _blocks.normal_equations(features, y[:, None], sample_weight, True)
-            )
-    rtol = 1e-12 if dtype == np.float64 else 1e-5
-    for serial, shared, again in zip(*sums, strict=True):
-        np.testing.assert_allclose(shared, serial, rtol=rtol, atol=rtol * len(y))
-        np.testing.assert_array_equal(shared, again)
-    gram = sums[1][0]
-    np.testing.assert_array_equal(gram, gram.T)
-
-
-@pytest.mark.parametrize("p, panels", [(2000, 16), (2000, 64), (7, 3), (3, 8)])
-def test_lower_panels_split_the_triangle_evenly(p, panels):
-    ranges = _blocks._lower_panels(p, panels)
-    # Contiguous, covering every column, none empty.
-    assert ranges[0][0] == 0 and ranges[-1][1] == p
-    assert all(a < b for a, b in ranges)
-    assert all(b == c for (_, b), (c, _) in zip(ranges[:-1], ranges[1:], strict=True))
-    assert len(ranges) <= min(p, panels)
-    if p >= 4 * panels:
-        assert len(ranges) == panels
-    areas = [sum(p - j for j in range(a, b)) for a, b in ranges]
-    # Each cut is within half a column of its target: two panels differ by
-    # at most two columns' heights.
-    assert max(areas) - min(areas) <= 2 * p
-
-
-def test_shared_gram_plan_fits_the_budget_at_64_threads():
-    p, itemsize, budget, n = 2000, 8, 1024, 10**6
-    with _parallel.use_n_jobs(64):
-        workers, _ = _blocks._threads_and_batch(n, p, itemsize, budget)
-        threads, rows = _blocks._shared_gram_plan(n, p, itemsize, budget, workers)
-    # Private sums would leave most cores idle; the shared one uses them all
-    # in the same budget: one sum and its scratch, and per thread a block's
-    # buffers and its rows of the round.
-    assert workers < 16 and threads == 64
-    shared = (
-        2 * 8 * p**2 + threads * (_blocks._BUFFERS_PER_ROW + 1) * p * itemsize * rows
-    )
-    assert shared <= budget * 2**20
-    assert rows * threads >= 4096  # rounds large enough for a threaded product
-
-
 def test_parallel_transform_equals_one_thread(data):
     X, _ = data
     nystroem = DoFNystroem(alpha=3.0, gamma=0.2, n_components=100, random_state=0)
