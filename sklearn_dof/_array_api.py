@@ -21,12 +21,14 @@ float64 (a float32 sum of ``Phi^T Phi`` at ``lambda = 1e-6`` loses all
 accuracy; issue 20's measurements), so each block is raised to float64
 before its product.
 
-The automatic ranks (``"auto"``, ``"dof"``) are sized on the host, by the
-NumPy path, on a uniform subsample of at most :data:`RANK_SUBSAMPLE` rows at
-the same ``lambda = alpha / n``: the certified rank already reads such a
-subsample past its memory budget (:mod:`sklearn_dof._landmarks`), and the
-degrees of freedom at a fixed ``lambda`` converge as ``n`` grows.  The
-landmarks themselves are then drawn uniformly from all rows, on the device.
+The automatic ranks (``"auto"``, ``"dof"``) are chosen on the host, by the
+NumPy path, on the uniform subsample of rows that the certified rank reads
+past its memory budget (:func:`host_rows`, :mod:`sklearn_dof._landmarks`), at
+the same ``lambda = alpha / n``; the landmarks it picks among those rows
+are then gathered on the device.  So ``"auto"`` gives the landmarks of the
+NumPy path on the same data (below the budget, every row is read); the
+paper's rule ``"dof"``, which the NumPy path applies to all rows, reads the
+subsample here.
 """
 
 import numpy as np
@@ -44,12 +46,10 @@ from sklearn.utils._array_api import (
     move_to,
 )
 
+from . import _landmarks
 from ._blocks import _BUFFERS_PER_ROW
 from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL
 from ._sampling import uniform_columns
-
-# Rows of the host subsample that sizes an automatic rank.
-RANK_SUBSAMPLE = 8192
 
 
 def is_array_api_array(a):
@@ -151,14 +151,6 @@ def to_host(a):
         return a
     xp, _ = get_namespace(a)
     return _convert_to_numpy(a, xp=xp)
-
-
-def landmark_rows(X, n_components, random_state, xp, device):
-    """``(indices, X[indices])``: uniform landmarks, nested in the rank as
-    on the NumPy path (:func:`~sklearn_dof.uniform_columns`)."""
-    indices = uniform_columns(X.shape[0], n_components, random_state)
-    rows = xp.take(X, xp.asarray(indices, device=device), axis=0)
-    return indices, rows
 
 
 def inverse_sqrt(gram, xp, rtol=PINV_RTOL):
@@ -295,14 +287,26 @@ def kernel_product(estimator, X, landmarks, W, xp):
     return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
 
 
+def host_rows(n_samples, max_components, random_state):
+    """The rows an automatic rank is chosen on: all of them, or the uniform
+    subsample the certified rank of the NumPy path reads past
+    :data:`~sklearn_dof._landmarks.FACTOR_BUDGET_BYTES`."""
+    max_rank = min(n_samples, max_components or _landmarks.DEFAULT_MAX_COMPONENTS)
+    budget = _landmarks.FACTOR_BUDGET_BYTES
+    max_rows = max(budget // (8 * max_rank), 4 * max_rank)
+    if n_samples <= max_rows:
+        return np.arange(n_samples)
+    return np.sort(uniform_columns(n_samples, max_rows, random_state))
+
+
 def host_rank(nystroem, X, response, penalties=None, center=True):
-    """The automatic rank of ``nystroem`` (``"auto"`` or ``"dof"``), sized by
-    the NumPy path on a uniform subsample of at most :data:`RANK_SUBSAMPLE`
-    rows at the same ``lambda = alpha / n`` (and the same grid of
-    ``lambda`` for ``penalties``); returns the fitted host transformer and
-    the fraction of the rows it read."""
+    """The automatic rank of ``nystroem`` (``"auto"`` or ``"dof"``), chosen
+    by the NumPy path on the rows of :func:`host_rows` at the same ``lambda
+    = alpha / n`` (and the same grid of ``lambda`` for ``penalties``).
+    Returns the fitted host transformer, the rows it read, and their
+    fraction of all rows."""
     n = X.shape[0]
-    rows = np.sort(uniform_columns(n, min(n, RANK_SUBSAMPLE), nystroem.random_state))
+    rows = host_rows(n, nystroem.max_components, nystroem.random_state)
     fraction = len(rows) / n
     xp, _, device = get_namespace_and_device(X)
     index = xp.asarray(rows, device=device)
@@ -319,7 +323,7 @@ def host_rank(nystroem, X, response, penalties=None, center=True):
             center=center,
             penalties=None if penalties is None else np.asarray(penalties) * fraction,
         )
-    return host, fraction
+    return host, rows, fraction
 
 
 class _numpy_only:
@@ -344,14 +348,16 @@ def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True)
     nystroem.loss_estimate_ = np.nan
     nystroem.requested_components_ = None
     if isinstance(rank, str):
-        host, fraction = host_rank(nystroem, X, response, penalties, center)
-        rank = host.n_components_
+        host, rows, fraction = host_rank(nystroem, X, response, penalties, center)
         nystroem.loss_estimate_ = host.loss_estimate_
         nystroem.requested_components_ = host.requested_components_
         # With a grid, the penalty the host's rank is certified for.
         nystroem.alpha = host.alpha / fraction
-    rank = min(int(rank), n)
-    indices, landmarks = landmark_rows(X, rank, nystroem.random_state, xp, device)
+        indices = rows[np.asarray(host.component_indices_)]
+    else:
+        indices = uniform_columns(n, min(int(rank), n), nystroem.random_state)
+    rank = len(indices)
+    landmarks = xp.take(X, xp.asarray(indices, device=device), axis=0)
     nystroem.components_ = landmarks
     # Every fitted array where the data live (scikit-learn's convention).
     nystroem.component_indices_ = xp.asarray(indices, device=device)

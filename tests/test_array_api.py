@@ -5,6 +5,8 @@ Follows scikit-learn's own pattern: every namespace, device and dtype of
 that is installed, against the NumPy results.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn import clone, config_context
@@ -138,26 +140,39 @@ def test_nystroem_transform_where_the_data_live(
 
 
 @pytest.mark.parametrize("namespace, device_name, dtype_name", COMBINATIONS[:1])
-def test_automatic_rank_reads_a_host_subsample(
+def test_automatic_rank_is_the_numpy_paths_past_the_budget(
     data, namespace, device_name, dtype_name, monkeypatch
 ):
-    # Past RANK_SUBSAMPLE rows the rank is sized on a uniform subsample at
-    # the same lambda: the same rank as the NumPy fit of that subsample.
-    from sklearn_dof import _array_api
-    from sklearn_dof._sampling import uniform_columns
+    # Past the certificate's memory budget both paths read the same uniform
+    # subsample of rows: the same rank, the same landmarks, the same fit.
+    from sklearn_dof import _array_api, _landmarks
 
     xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
     X, y = data
-    monkeypatch.setattr(_array_api, "RANK_SUBSAMPLE", 200)
-    ridge = DoFKernelRidge(alpha=2.0, gamma=0.3, random_state=0)
-    with config_context(array_api_dispatch=True):
-        fitted = clone(ridge).fit(
-            _to(xp, array_device, X, dtype_name), _to(xp, array_device, y, dtype_name)
-        )
-    rows = np.sort(uniform_columns(len(y), 200, 0))
-    host = clone(ridge).set_params(alpha=2.0 * 200 / len(y)).fit(X[rows], y[rows])
-    assert fitted.n_components_ == host.n_components_ < len(y)
-    assert fitted.nystroem_.loss_estimate_ == host.nystroem_.loss_estimate_
+    max_components = 40
+    # Room for 4 * max_components = 160 of the 400 rows.
+    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 40 * 100)
+    assert len(_array_api.host_rows(len(y), max_components, 0)) == 160
+    ridge = DoFKernelRidge(
+        alpha=2.0, gamma=0.3, max_components=max_components, random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the cap may bind
+        expected = clone(ridge).fit(X, y)
+        with config_context(array_api_dispatch=True):
+            fitted = clone(ridge).fit(
+                _to(xp, array_device, X, dtype_name),
+                _to(xp, array_device, y, dtype_name),
+            )
+            predicted = fitted.predict(_to(xp, array_device, X, dtype_name))
+    indices = _numpy(fitted.nystroem_.component_indices_, xp)
+    np.testing.assert_array_equal(indices, expected.nystroem_.component_indices_)
+    # The subsample, not all rows: landmarks among 160 rows.
+    assert fitted.n_components_ == expected.n_components_ <= max_components
+    assert fitted.nystroem_.loss_estimate_ == expected.nystroem_.loss_estimate_
+    np.testing.assert_allclose(
+        _numpy(predicted, xp), expected.predict(X), rtol=1e-8, atol=1e-8
+    )
 
 
 def test_errors_name_what_to_change(data):
