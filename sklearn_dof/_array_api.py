@@ -33,7 +33,7 @@ subsample here.
 
 import numpy as np
 from scipy import sparse
-from sklearn import get_config
+from sklearn import config_context, get_config
 from sklearn.externals.array_api_compat import is_array_api_obj
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import gen_batches
@@ -96,31 +96,36 @@ def _device_name(device):
     return name.lower().split(":")[0].split("(")[-1].strip("'\")")
 
 
+def _unsupported(estimator):
+    """Why the estimator's parameters cannot run on array-API input, or None."""
+    kernel = estimator.kernel
+    if callable(kernel) or kernel == "precomputed":
+        return (
+            f"kernel={kernel!r} needs NumPy input: under array_api_dispatch "
+            f"{type(estimator).__name__} takes the kernel names of "
+            "sklearn.metrics.pairwise_kernels."
+        )
+    sampling = getattr(estimator, "sampling", "uniform")
+    if not (isinstance(sampling, str) and sampling == "uniform"):
+        return (
+            f"sampling={sampling!r} needs NumPy input: under array_api_dispatch "
+            f"{type(estimator).__name__} draws uniform landmarks "
+            "(sampling='uniform')."
+        )
+    return None
+
+
 def supports(estimator):
     """Whether the estimator's parameters run on array-API input (its
     ``array_api_support`` tag): uniform landmarks and a named kernel."""
-    kernel = estimator.kernel
-    return (
-        not callable(kernel)
-        and kernel != "precomputed"
-        and getattr(estimator, "sampling", "uniform") == "uniform"
-    )
+    return _unsupported(estimator) is None
 
 
-def check_supported(estimator, what):
-    """A clear error for what the array-API path does not do."""
-    kernel = estimator.kernel
-    if callable(kernel) or kernel == "precomputed":
-        raise ValueError(
-            f"kernel={kernel!r} needs NumPy input: under array_api_dispatch "
-            f"{what} takes the kernel names of sklearn.metrics.pairwise_kernels."
-        )
-    if getattr(estimator, "sampling", "uniform") != "uniform":
-        raise ValueError(
-            f"sampling={estimator.sampling!r} needs NumPy input: under "
-            f"array_api_dispatch {what} draws uniform landmarks "
-            "(sampling='uniform')."
-        )
+def check_supported(estimator):
+    """A clear ``ValueError`` for what the array-API path does not do."""
+    reason = _unsupported(estimator)
+    if reason is not None:
+        raise ValueError(reason)
 
 
 def kernel(X, Y, estimator):
@@ -136,8 +141,8 @@ def _row_blocks(n_samples, n_columns):
 
     Unlike the NumPy path's blocks (:func:`_blocks.row_batch_size`), these
     are not capped at a thousand rows or so: on an accelerator every block
-    costs kernel launches and a synchronisation, and there is no allocator
-    threshold to stay under.
+    costs kernel launches, and there is no allocator threshold to stay
+    under.
     """
     row_bytes = _BUFFERS_PER_ROW * max(n_columns, 1) * 8
     rows = int(get_config()["working_memory"] * 2**20 // row_bytes)
@@ -174,11 +179,14 @@ def landmark_basis(gram, landmark_penalty, xp, device):
     :func:`_linalg.shifted_landmark_cholesky`), else the pseudo-inverse
     square root.
     """
+    # A float32 block holds about 1e-7 relative precision: directions below
+    # that are noise (the threshold of _linalg.landmark_eigh).
+    rtol = max(PINV_RTOL, 10 * float(xp.finfo(gram.dtype).eps))
     W = xp.astype(gram, xp.float64)
     W = 0.5 * (W + W.T)
     p = W.shape[0]
     eye = xp.eye(p, dtype=xp.float64, device=device)
-    shift = PINV_RTOL * max(
+    shift = rtol * max(
         float(xp.max(xp.sum(xp.abs(W), axis=0))), float(np.finfo(float).tiny)
     )
     for s in (0.0, shift):
@@ -192,10 +200,10 @@ def landmark_basis(gram, landmark_penalty, xp, device):
         # condition number from above: a factor below rtol is refused, as
         # LAPACK's estimate makes the NumPy path refuse it.
         ratio = float(xp.min(diagonal)) / float(xp.max(diagonal))
-        if s > 0 or ratio * ratio >= PINV_RTOL:
+        if s > 0 or ratio * ratio >= rtol:
             # K = L L^T: N = L^{-T}, upper triangular.
             return xp.linalg.inv(factor).T
-    return inverse_sqrt(W, xp)
+    return inverse_sqrt(W, xp, rtol)
 
 
 def _cholesky(A, xp):
@@ -288,15 +296,11 @@ def kernel_product(estimator, X, landmarks, W, xp):
 
 
 def host_rows(n_samples, max_components, random_state):
-    """The rows an automatic rank is chosen on: all of them, or the uniform
-    subsample the certified rank of the NumPy path reads past
-    :data:`~sklearn_dof._landmarks.FACTOR_BUDGET_BYTES`."""
+    """The rows an automatic rank is chosen on: those the NumPy path's
+    certified rank reads (:func:`~sklearn_dof._landmarks.certificate_rows`)."""
     max_rank = min(n_samples, max_components or _landmarks.DEFAULT_MAX_COMPONENTS)
-    budget = _landmarks.FACTOR_BUDGET_BYTES
-    max_rows = max(budget // (8 * max_rank), 4 * max_rank)
-    if n_samples <= max_rows:
-        return np.arange(n_samples)
-    return np.sort(uniform_columns(n_samples, max_rows, random_state))
+    rows = _landmarks.certificate_rows(n_samples, max_rank, random_state)
+    return np.arange(n_samples) if rows is None else rows
 
 
 def host_rank(nystroem, X, response, penalties=None, center=True):
@@ -316,7 +320,7 @@ def host_rank(nystroem, X, response, penalties=None, center=True):
         y_host = to_host(xp.astype(xp.take(response, index, axis=0), xp.float64))
     host = nystroem.__class__(**nystroem.get_params())
     host.set_params(alpha=nystroem.alpha * fraction)
-    with _numpy_only():
+    with config_context(array_api_dispatch=False):
         host._fit(
             host._validate_fit_data(X_host),
             response=y_host,
@@ -326,23 +330,10 @@ def host_rank(nystroem, X, response, penalties=None, center=True):
     return host, rows, fraction
 
 
-class _numpy_only:
-    """Dispatch off for a NumPy computation nested in an array-API fit."""
-
-    def __enter__(self):
-        from sklearn import config_context
-
-        self._context = config_context(array_api_dispatch=False)
-        self._context.__enter__()
-
-    def __exit__(self, *exc):
-        return self._context.__exit__(*exc)
-
-
 def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True):
     """Fit ``nystroem`` (a :class:`~sklearn_dof.DoFNystroem`) on validated
     array-API ``X``; returns ``K(I, I)`` in the namespace."""
-    check_supported(nystroem, type(nystroem).__name__)
+    check_supported(nystroem)
     n = X.shape[0]
     rank = nystroem.n_components
     nystroem.loss_estimate_ = np.nan

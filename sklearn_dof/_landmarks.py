@@ -211,6 +211,16 @@ def select_landmarks(
     )
 
 
+def certificate_rows(n_samples, max_rank, random_state):
+    """The rows a certified rank up to ``max_rank`` reads: None for all of
+    them, else the sorted uniform subsample whose factor fits
+    :data:`FACTOR_BUDGET_BYTES` (at least ``4 max_rank`` rows)."""
+    max_rows = max(FACTOR_BUDGET_BYTES // (8 * max_rank), 4 * max_rank)
+    if n_samples <= max_rows:
+        return None
+    return np.sort(uniform_columns(n_samples, max_rows, random_state))
+
+
 def _certified_landmarks(
     access,
     X,
@@ -234,13 +244,11 @@ def _certified_landmarks(
     requested rank or None, penalty certified or None)``.
     """
     n_samples = access.n_samples
-    max_rows = max(FACTOR_BUDGET_BYTES // (8 * max_rank), 4 * max_rank)
-    rows = None
+    rows = certificate_rows(n_samples, max_rank, random_state)
     scale = 1.0
-    if n_samples > max_rows:
-        rows = np.sort(uniform_columns(n_samples, max_rows, random_state))
+    if rows is not None:
         access = access.row_subset(rows)
-        scale = max_rows / n_samples
+        scale = len(rows) / n_samples
         response = response[rows]
     dof, chol, _, certificate, alpha = _certified_estimate(
         access,
