@@ -31,17 +31,18 @@ paper's rule ``"dof"``, which the NumPy path applies to all rows, reads the
 subsample here.
 """
 
+import warnings
+
 import numpy as np
 from scipy import sparse
 from sklearn import config_context, get_config
-from sklearn.externals.array_api_compat import is_array_api_obj
+from sklearn.externals.array_api_compat import array_namespace, is_array_api_obj
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import gen_batches
 from sklearn.utils._array_api import (
     _convert_to_numpy,
     _is_numpy_namespace,
     check_same_namespace,
-    get_namespace,
     get_namespace_and_device,
     move_to,
 )
@@ -129,10 +130,17 @@ def check_supported(estimator):
 
 
 def kernel(X, Y, estimator):
-    """``K(X, Y)`` in the namespace of ``X`` (float32 for float32 ``X``)."""
-    return pairwise_kernels(
-        X, Y, metric=estimator.kernel, filter_params=True, **estimator._kernel_params()
-    )
+    """``K(X, Y)`` in the namespace of ``X`` (float32 for float32 ``X``),
+    also when called outside the dispatch context of the fit (a fitted
+    map computed on first read)."""
+    with config_context(array_api_dispatch=True):
+        return pairwise_kernels(
+            X,
+            Y,
+            metric=estimator.kernel,
+            filter_params=True,
+            **estimator._kernel_params(),
+        )
 
 
 def _row_blocks(n_samples, n_columns):
@@ -149,13 +157,18 @@ def _row_blocks(n_samples, n_columns):
     return gen_batches(n_samples, max(1, min(rows, n_samples)))
 
 
+def namespace_of(a):
+    """The namespace of an array-API array, whatever the dispatch setting
+    (a fitted attribute read outside the ``config_context`` of its fit)."""
+    return array_namespace(a)
+
+
 def to_host(a):
     """A NumPy copy of an array (small arrays only: subsamples, ``p x p``
     blocks, scores), from whatever device it is on."""
     if not is_array_api_array(a):
         return a
-    xp, _ = get_namespace(a)
-    return _convert_to_numpy(a, xp=xp)
+    return _convert_to_numpy(a, xp=namespace_of(a))
 
 
 def inverse_sqrt(gram, xp, rtol=PINV_RTOL):
@@ -346,6 +359,13 @@ def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True)
         nystroem.alpha = host.alpha / fraction
         indices = rows[np.asarray(host.component_indices_)]
     else:
+        if rank > n:
+            warnings.warn(
+                f"n_components={rank} > n_samples={n}: n_components was set "
+                "to n_samples, the exact kernel.",
+                UserWarning,
+                stacklevel=5,
+            )
         indices = uniform_columns(n, min(int(rank), n), nystroem.random_state)
     rank = len(indices)
     landmarks = xp.take(X, xp.asarray(indices, device=device), axis=0)

@@ -767,9 +767,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """``K(I, I)^{+1/2}``, computed on first use and kept."""
         if self._normalization is None:
             gram = self._landmark_gram()
-            namespace = _array_api.dispatch_namespace(gram)
-            if namespace is not None:
-                xp = namespace[0]
+            if _array_api.is_array_api_array(gram):
+                xp = _array_api.namespace_of(gram)
                 inverse = _array_api.inverse_sqrt(gram, xp)
                 self._normalization = xp.astype(inverse, gram.dtype)
                 return self._normalization

@@ -120,9 +120,8 @@ class _DoFRidgeMixin(DoFKernelMixin):
             return self._coef
         nystroem = self.nystroem_
         gram = nystroem._landmark_gram()
-        namespace = _array_api.dispatch_namespace(gram)
-        if namespace is not None:
-            xp = namespace[0]
+        if _array_api.is_array_api_array(gram):
+            xp = _array_api.namespace_of(gram)
             f64 = xp.float64
             return (self.dual_coef_ @ xp.astype(gram, f64)) @ xp.astype(
                 nystroem.normalization_, f64

@@ -130,6 +130,7 @@ def test_nystroem_transform_where_the_data_live(
         normalization = fitted.normalization_
         dof = fitted.dof_
     assert device(features) == device(normalization) == device(X_xp)
+
     assert features.dtype == X_xp.dtype  # float32 stays float32
     rtol = 1e-8 if dtype_name == "float64" else 2e-3
     # The symmetric inverse square root: the same basis as on NumPy.
@@ -172,6 +173,36 @@ def test_automatic_rank_is_the_numpy_paths_past_the_budget(
     assert fitted.nystroem_.loss_estimate_ == expected.nystroem_.loss_estimate_
     np.testing.assert_allclose(
         _numpy(predicted, xp), expected.predict(X), rtol=1e-8, atol=1e-8
+    )
+
+
+@pytest.mark.parametrize("namespace, device_name, dtype_name", COMBINATIONS)
+def test_fitted_attributes_read_outside_the_dispatch_context(
+    data, namespace, device_name, dtype_name
+):
+    # The maps computed on first read (coef_, normalization_, dof_) work on
+    # the fitted arrays whatever the dispatch setting at the time.
+    xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
+    X, y = data
+    ridge = DoFKernelRidge(alpha=1.0, gamma=0.3, n_components=30, random_state=0)
+    expected = clone(ridge).fit(X.astype(dtype_name), y)
+    with config_context(array_api_dispatch=True):
+        fitted = clone(ridge).fit(
+            _to(xp, array_device, X, dtype_name), _to(xp, array_device, y, dtype_name)
+        )
+    coef = fitted.coef_
+    assert device(coef) == device(fitted.dual_coef_)
+    rtol = 1e-8 if dtype_name == "float64" else 2e-3
+    # coef_ acts on transform's features: compare the predictions it gives.
+    features = expected.nystroem_.transform(X.astype(dtype_name))
+    np.testing.assert_allclose(
+        features @ _numpy(coef, xp) + float(fitted.intercept_),
+        expected.predict(X),
+        rtol=rtol,
+        atol=rtol * np.abs(y).max(),
+    )
+    assert fitted.dof_ == pytest.approx(
+        expected.dof_, rel=1e-6 if rtol < 1e-3 else 1e-2
     )
 
 
