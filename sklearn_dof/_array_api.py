@@ -32,6 +32,7 @@ subsample here.
 """
 
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -229,17 +230,47 @@ def _cholesky(A, xp):
     return L
 
 
-def ridge_sums(nystroem, X, landmarks, N, y, sample_weight, fit_intercept, xp, device):
-    """Centred, weighted normal equations of the features ``K(x, I) N``.
+class _Features(NamedTuple):
+    """The training features ``K(x, I) N``, evaluated block by block of
+    rows where the data live, never all at once."""
 
-    Returns ``(gram, rhs, phi_mean, y_mean)`` (float64) with
+    nystroem: object
+    X: object
+    landmarks: object
+    N: object
+    xp: object
+    device: object
+
+    def blocks(self):
+        """``(rows, Phi[rows])`` in float64, blocks within the budget."""
+        xp = self.xp
+        width = max(self.landmarks.shape[0], self.N.shape[1])
+        for rows in _row_blocks(self.X.shape[0], width):
+            K = kernel(self.X[rows, ...], self.landmarks, self.nystroem)
+            yield rows, xp.astype(K, xp.float64) @ self.N
+
+
+class _Sums(NamedTuple):
+    """Centred, weighted normal equations (see :func:`ridge_sums`)."""
+
+    gram: object
+    rhs: object
+    phi_mean: object
+    y_mean: object
+
+
+def ridge_sums(features, y, sample_weight, fit_intercept):
+    """Centred, weighted normal equations of the features.
+
+    Returns :class:`_Sums` (float64) with
     ``gram = Phi_c^T S Phi_c`` and ``rhs = Phi_c^T S y_c``; the rows are
     shifted by the mean of a pilot block before they are summed, so that
     the centring subtracts a correction of the order of its own rounding
     (as :func:`_blocks.normal_equations`).
     """
+    xp, device = features.xp, features.device
     f64 = xp.float64
-    n, r = X.shape[0], N.shape[1]
+    r = features.N.shape[1]
     k = y.shape[1]
     y = xp.astype(y, f64)
     w = None if sample_weight is None else xp.astype(sample_weight, f64)
@@ -249,8 +280,7 @@ def ridge_sums(nystroem, X, landmarks, N, y, sample_weight, fit_intercept, xp, d
     v = xp.zeros((k,), dtype=f64, device=device)
     total = xp.zeros((), dtype=f64, device=device)
     phi_shift = y_shift = None
-    for rows in _row_blocks(n, max(landmarks.shape[0], r)):
-        Phi = xp.astype(kernel(X[rows, ...], landmarks, nystroem), f64) @ N
+    for rows, Phi in features.blocks():
         y_b = y[rows, ...]
         if phi_shift is None:
             if fit_intercept:
@@ -280,10 +310,10 @@ def ridge_sums(nystroem, X, landmarks, N, y, sample_weight, fit_intercept, xp, d
     # (One synchronisation per fit, not one per block.)
     total = float(total)
     if not fit_intercept or total <= 0:
-        return gram, rhs, phi_shift, y_shift
+        return _Sums(gram, rhs, phi_shift, y_shift)
     gram = gram - (u[:, None] * u[None, :]) / total
     rhs = rhs - (u[:, None] * v[None, :]) / total
-    return gram, rhs, phi_shift + u / total, y_shift + v / total
+    return _Sums(gram, rhs, phi_shift + u / total, y_shift + v / total)
 
 
 def _mean(A, w, xp):
@@ -397,34 +427,11 @@ def fit_ridge(estimator, nystroem, X, y, sample_weight, xp, device, alphas=None)
     )
     p, alpha = nystroem.n_components_, nystroem.alpha
     N = landmark_basis(gram_II, alpha * p / n, xp, device)
-    landmarks = nystroem.components_
-    gram, rhs, phi_mean, y_mean = ridge_sums(
-        nystroem,
-        X,
-        landmarks,
-        N,
-        y2,
-        sample_weight,
-        estimator.fit_intercept,
-        xp,
-        device,
-    )
+    features = _Features(nystroem, X, nystroem.components_, N, xp, device)
+    sums = ridge_sums(features, y2, sample_weight, estimator.fit_intercept)
     if alphas is not None:
         scores = loo_scores(
-            nystroem,
-            estimator.fit_intercept,
-            X,
-            landmarks,
-            N,
-            y2,
-            sample_weight,
-            gram,
-            rhs,
-            phi_mean,
-            y_mean,
-            alphas,
-            xp,
-            device,
+            features, sums, y2, sample_weight, estimator.fit_intercept, alphas
         )
         finite = np.where(np.isnan(scores), -np.inf, scores)
         best = int(np.argmax(finite))
@@ -432,9 +439,9 @@ def fit_ridge(estimator, nystroem, X, y, sample_weight, xp, device, alphas=None)
         estimator.best_score_ = float(scores[best])
         alpha = estimator.alpha_
         nystroem.alpha = alpha
-    C = solve(gram, rhs, alpha, xp, device)
+    C = solve(sums.gram, sums.rhs, alpha, xp, device)
     dual = N @ C  # landmark weights, (p, k)
-    intercept = y_mean - phi_mean @ C
+    intercept = sums.y_mean - sums.phi_mean @ C
     estimator.n_components_ = p
     if y.ndim == 1:
         estimator.dual_coef_ = dual[:, 0]
@@ -450,48 +457,34 @@ def fit_ridge(estimator, nystroem, X, y, sample_weight, xp, device, alphas=None)
     return estimator
 
 
-def loo_scores(
-    nystroem,
-    fit_intercept,
-    X,
-    landmarks,
-    N,
-    y,
-    sample_weight,
-    gram,
-    rhs,
-    phi_mean,
-    y_mean,
-    alphas,
-    xp,
-    device,
-):
+def loo_scores(features, sums, y, sample_weight, fit_intercept, alphas):
     """Negative weighted mean squared leave-one-out error of each penalty,
     from one eigendecomposition and one more pass over the rows (the NumPy
     path's ``_ridge_solve.cv_errors``)."""
+    xp, device = features.xp, features.device
     f64 = xp.float64
+    gram = sums.gram
     eigvals, V = xp.linalg.eigh(0.5 * (gram + gram.T))
-    eigvals = xp.clip(eigvals, 0.0, None) if hasattr(xp, "clip") else eigvals
+    eigvals = xp.where(eigvals > 0, eigvals, 0.0)
     alphas_xp = xp.asarray(alphas, dtype=f64, device=device)
     shrinks = 1.0 / (eigvals[:, None] + alphas_xp[None, :])  # (r, n_alphas)
-    ZT_y = V.T @ rhs
+    ZT_y = V.T @ sums.rhs
     w = None if sample_weight is None else xp.astype(sample_weight, f64)
-    total_w = X.shape[0] if w is None else float(xp.sum(w))
+    n = features.X.shape[0]
+    total_w = n if w is None else float(xp.sum(w))
     intercept_scale = 1.0 / total_w if fit_intercept else 0.0
-    sums = xp.zeros((alphas_xp.shape[0],), dtype=f64, device=device)
+    totals = xp.zeros((alphas_xp.shape[0],), dtype=f64, device=device)
     y = xp.astype(y, f64)
-    for rows in _row_blocks(X.shape[0], max(landmarks.shape[0], N.shape[1])):
-        Z = (
-            xp.astype(kernel(X[rows, ...], landmarks, nystroem), f64) @ N - phi_mean
-        ) @ V
-        y_c = y[rows, ...] - y_mean
+    for rows, Phi in features.blocks():
+        Z = (Phi - sums.phi_mean) @ V
+        y_c = y[rows, ...] - sums.y_mean
         w_b = xp.ones((Z.shape[0],), dtype=f64, device=device) if w is None else w[rows]
         leverage = w_b[:, None] * ((Z * Z) @ shrinks + intercept_scale)  # (b, a)
         for i in range(alphas_xp.shape[0]):
             residual = y_c - Z @ (shrinks[:, i : i + 1] * ZT_y)
             errors = residual / (1.0 - leverage[:, i : i + 1])
-            sums[i] = sums[i] + xp.sum(w_b[:, None] * errors * errors)
-    return -to_host(sums) / (X.shape[0] * y.shape[1])
+            totals[i] = totals[i] + xp.sum(w_b[:, None] * errors * errors)
+    return -to_host(totals) / (n * y.shape[1])
 
 
 def predict(estimator, X, xp):
