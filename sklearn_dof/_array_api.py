@@ -193,14 +193,16 @@ def landmark_basis(gram, landmark_penalty, xp, device):
     :func:`_linalg.shifted_landmark_cholesky`), else the pseudo-inverse
     square root.
     """
-    # A float32 block holds about 1e-7 relative precision: directions below
-    # that are noise (the threshold of _linalg.landmark_eigh).
-    rtol = max(PINV_RTOL, 10 * float(xp.finfo(gram.dtype).eps))
+    # The pseudo-inverse drops the directions below a float32 block's
+    # precision (as _linalg.landmark_eigh); the factorisations are judged
+    # at PINV_RTOL whatever the dtype, as _linalg.landmark_cholesky judges
+    # them on the NumPy path.
+    eigh_rtol = max(PINV_RTOL, 10 * float(xp.finfo(gram.dtype).eps))
     W = xp.astype(gram, xp.float64)
     W = 0.5 * (W + W.T)
     p = W.shape[0]
     eye = xp.eye(p, dtype=xp.float64, device=device)
-    shift = rtol * max(
+    shift = PINV_RTOL * max(
         float(xp.max(xp.sum(xp.abs(W), axis=0))), float(np.finfo(float).tiny)
     )
     for s in (0.0, shift):
@@ -214,10 +216,10 @@ def landmark_basis(gram, landmark_penalty, xp, device):
         # condition number from above: a factor below rtol is refused, as
         # LAPACK's estimate makes the NumPy path refuse it.
         ratio = float(xp.min(diagonal)) / float(xp.max(diagonal))
-        if s > 0 or ratio * ratio >= rtol:
+        if s > 0 or ratio * ratio >= PINV_RTOL:
             # K = L L^T: N = L^{-T}, upper triangular.
             return xp.linalg.inv(factor).T
-    return inverse_sqrt(W, xp, rtol)
+    return inverse_sqrt(W, xp, eigh_rtol)
 
 
 def _cholesky(A, xp):
