@@ -201,19 +201,44 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
     # By blocks of rows: Z_b = G_c[rows] R^{-T}, then running sums along
     # the columns give every rank's fit and leverages.
     block = max(1, min(n, _BLOCK_BYTES // (8 * max(r, 1))))
-    grid = ranks[1:] - 1  # the last column of each rank of the grid
+    # Each rank of the grid adds the columns from the previous one's: sums
+    # over those runs, then running sums over the grid (a running sum over
+    # all r columns would write the whole block once more).
+    starts = np.concatenate([[0], ranks[1:-1]])
+    panels = _triangular_panels(r)
+    k = y.shape[1]
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
-        Z = (G[rows].astype(np.float64) - mean) @ R_inv.T
-        leverages = leverage[rows, None] + np.cumsum(Z * Z, axis=1)[:, grid]
-        k = y.shape[1]
-        fitted = np.empty((Z.shape[0], grid.shape[0], k))
+        G_c = G[rows].astype(np.float64) - mean
+        Z = np.empty_like(G_c)
+        for a, b in panels:
+            # R^{-T} is upper triangular: columns a:b of Z read the first b
+            # columns of G_c only (about half the flops of a full product).
+            np.matmul(G_c[:, :b], R_inv[a:b, :b].T, out=Z[:, a:b])
+        leverages = leverage[rows, None] + np.cumsum(
+            np.add.reduceat(Z * Z, starts, axis=1), axis=1
+        )
+        fitted = np.empty((Z.shape[0], starts.shape[0], k))
         for t in range(k):
-            fitted[:, :, t] = np.cumsum(Z * u[:, t], axis=1)[:, grid]
+            fitted[:, :, t] = np.cumsum(
+                np.add.reduceat(Z * u[:, t], starts, axis=1), axis=1
+            )
         residuals = y[rows, None, :] - fitted
         scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
         squares[rows, 1:] = ((residuals / scale[:, :, None]) ** 2).sum(axis=2)
     return ranks, squares
+
+
+# Columns of the panels of a product by a triangular matrix: wide enough for
+# an efficient product, narrow enough to skip most of the zero triangle.
+_PANEL_COLUMNS = 256
+
+
+def _triangular_panels(r):
+    """Column ranges ``(a, b)`` of the product ``G R^{-T}`` by panels."""
+    n_panels = max(1, -(-r // _PANEL_COLUMNS))
+    bounds = np.linspace(0, r, n_panels + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _loo_squares(residual, leverage):
