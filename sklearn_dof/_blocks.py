@@ -242,17 +242,23 @@ def _threads_and_batch(
     return threads, _parallel.balanced_batch_size(n_samples, rows, threads)
 
 
-def for_row_blocks(function, n_samples, n_columns, itemsize=8):
+def for_row_blocks(function, n_samples, n_columns, itemsize=8, max_block_bytes=None):
     """``function(slices)`` for each worker's group of row blocks, in parallel.
 
     For passes that write per-row results (columns of a factor, quadratic
     forms) into rows of their own: blocks of ``n_columns`` wide buffers
     within the memory budget, one group per worker; the results of
-    ``function`` in the order of the groups.
+    ``function`` in the order of the groups.  ``max_block_bytes`` caps a
+    block's buffer below the budget's share, for passes whose temporaries
+    are best reused while they are still in cache.
     """
     threads, batch_size = _threads_and_batch(
         n_samples, n_columns, itemsize, get_config()["working_memory"], False
     )
+    if max_block_bytes is not None:
+        rows = max(1, int(max_block_bytes // (max(n_columns, 1) * itemsize)))
+        if rows < batch_size:
+            batch_size = _parallel.balanced_batch_size(n_samples, rows, threads)
     slices = list(gen_batches(n_samples, batch_size))
     return _parallel.run(function, _parallel.group_slices(slices, threads), threads)
 

@@ -40,17 +40,21 @@ import math
 
 import numpy as np
 
+from ._blocks import for_row_blocks
+
 # Ratio of the decrease of GCV over the last doubling to the one before it
 # beyond which the tail is not extrapolated (the decrease has not started to
 # shrink), and the floor of the ratio (an abrupt drop in one doubling is no
 # evidence that the next one will be as small).
 _RATIO_MAX = 0.9
 _RATIO_MIN = 0.25
-# Columns of the factor on which the penalty of a grid is chosen: the choice
-# settles long before the rank does, and its eigendecomposition costs r^3.
-_PENALTY_RANK = 1024
-# Rows of the factor per block of the certificate's pass (its float64 copy).
+# Bytes of a block of the factor's rows in the certificate's pass.
 _BLOCK_BYTES = 8 * 2**20
+# Columns of the factor on which the penalty of a grid is chosen: the choice
+# settles long before the rank does, and its eigendecomposition costs r^3
+# (on the ten regression sets of bench_defaults.py, 256 and 1024 columns
+# chose the same penalty, at a fifth less fit time).
+_PENALTY_RANK = 256
 # Floor of 1 - h_i: a leverage of one leaves no point out.
 _LEVERAGE_FLOOR = 1e-8
 # Floor of the error relative to the variance of the targets: on noise-free
@@ -198,34 +202,39 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
     R_inv = np.tril(R_inv)
     # G_c^T y = G^T y, y being centred.
     u = R_inv @ (G.T.astype(np.float64, copy=False) @ y)
-    # By blocks of rows: Z_b = G_c[rows] R^{-T}, then running sums along
-    # the columns give every rank's fit and leverages.
-    block = max(1, min(n, _BLOCK_BYTES // (8 * max(r, 1))))
-    # Each rank of the grid adds the columns from the previous one's: sums
-    # over those runs, then running sums over the grid (a running sum over
-    # all r columns would write the whole block once more).
-    starts = np.concatenate([[0], ranks[1:-1]])
-    panels = _triangular_panels(r)
+    # Rank q's fit and leverages sum the first q columns of Z = G_c R^{-T}:
+    # with T the indicator of the grid's prefixes (T[j, g] = 1 for j below
+    # its g-th rank), the fits are G_c (R^{-T} diag(u) T) and the
+    # leverages (Z * Z) T, products rather than running sums over the
+    # columns of every block.
+    T = (np.arange(r)[:, None] < ranks[None, 1:]).astype(np.float64)
     k = y.shape[1]
-    for start in range(0, n, block):
-        rows = slice(start, min(start + block, n))
-        G_c = G[rows].astype(np.float64) - mean
-        Z = np.empty_like(G_c)
-        for a, b in panels:
-            # R^{-T} is upper triangular: columns a:b of Z read the first b
-            # columns of G_c only (about half the flops of a full product).
-            np.matmul(G_c[:, :b], R_inv[a:b, :b].T, out=Z[:, a:b])
-        leverages = leverage[rows, None] + np.cumsum(
-            np.add.reduceat(Z * Z, starts, axis=1), axis=1
-        )
-        fitted = np.empty((Z.shape[0], starts.shape[0], k))
-        for t in range(k):
-            fitted[:, :, t] = np.cumsum(
-                np.add.reduceat(Z * u[:, t], starts, axis=1), axis=1
-            )
-        residuals = y[rows, None, :] - fitted
-        scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
-        squares[rows, 1:] = ((residuals / scale[:, :, None]) ** 2).sum(axis=2)
+    m = T.shape[1]
+    fit_map = np.concatenate([R_inv.T @ (u[:, t, None] * T) for t in range(k)], axis=1)
+    fit_offset = mean @ fit_map
+    panels = _triangular_panels(r)
+
+    def work(slices):
+        for rows in slices:
+            G_b = G[rows].astype(np.float64, copy=False)
+            G_c = G_b - mean
+            Z = np.empty_like(G_c)
+            for a, b in panels:
+                # R^{-T} is upper triangular: columns a:b of Z read the first
+                # b columns of G_c only (about half the flops of a full
+                # product).
+                np.matmul(G_c[:, :b], R_inv[a:b, :b].T, out=Z[:, a:b])
+            np.multiply(Z, Z, out=Z)
+            leverages = leverage[rows, None] + Z @ T
+            fitted = (G_b @ fit_map - fit_offset).reshape(-1, k, m)
+            residuals = y[rows, :, None] - fitted
+            scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
+            squares[rows, 1:] = ((residuals / scale[:, None, :]) ** 2).sum(axis=1)
+
+    # Blocks of 8 MiB: their temporaries stay in cache and the allocator
+    # reuses them from block to block (fresh pages cost more to first touch
+    # than the products take).
+    for_row_blocks(work, n, r, max_block_bytes=_BLOCK_BYTES)
     return ranks, squares
 
 

@@ -263,7 +263,7 @@ def _certified_estimate(
     chol = partial_cholesky_of(access)
     grow = rule.growth(chol, n, random_state, alpha)
     chol.reserve(max_rank)  # address space: only written columns count
-    p = min(32, max_rank)
+    p = _first_round(max_rank, n)
     chosen_on = 0  # the columns the penalty was chosen on
     while True:
         before = len(chol.pivots)
@@ -294,6 +294,20 @@ def _certified_estimate(
     spectrum = np.linalg.eigvalsh(gram) if head else np.zeros(0)
     dof.d_ave = float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
     return dof, chol, grow, certificate, alpha
+
+
+def _first_round(max_rank, n_samples):
+    """Columns of the first round of the certified rank: 32, or, when the
+    cap binds below ``_EXACT_FRACTION * n``, the cap halved down to
+    ``[32, 64)``, so that the doubling ends on the cap and the round before
+    it costs a quarter of it (640: 40, 80, ..., 320, 640 rather than 32,
+    ..., 512, 640, a certificate and Gram matrix of 512 columns)."""
+    if max_rank >= _EXACT_FRACTION * n_samples:
+        return min(32, max_rank)
+    p = max_rank
+    while p >= 64:
+        p = -(-p // 2)
+    return p
 
 
 # Columns of the factor whose spectrum gives the reported d_ave of a

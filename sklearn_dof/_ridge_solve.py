@@ -83,9 +83,13 @@ class FeatureRidgeProblem(RidgeProblem):
 
     def __init__(self, features, y, sample_weight, fit_intercept):
         super().__init__(features, y, sample_weight, fit_intercept)
-        self.gram, self.rhs, self.Phi_offset, self.y_offset = normal_equations(
-            features, self.y, self.sw, fit_intercept
-        )
+        # Features that are the leading columns of the rows' partial
+        # Cholesky factor (a certified automatic rank) come with their sums.
+        if features.factor is not None and bool(np.all(self.sw == 1)):
+            sums = features.factor.normal_equations(self.y, fit_intercept)
+        else:
+            sums = normal_equations(features, self.y, self.sw, fit_intercept)
+        self.gram, self.rhs, self.Phi_offset, self.y_offset = sums
 
     def solve(self, alpha):
         self.refine_passes = 0
@@ -340,7 +344,9 @@ def cv_errors(problem, alphas, criterion="loo"):
     ``(n_samples, n_targets, n_alphas)``.
     """
     n_samples = problem.y.shape[0]
-    eigvals, V = linalg.eigh(0.5 * (problem.gram + problem.gram.T))
+    # numpy's LAPACK: scipy's is a second BLAS thread pool, slow to wake
+    # right after numpy's products (doc/architecture.rst).
+    eigvals, V = np.linalg.eigh(0.5 * (problem.gram + problem.gram.T))
     shrinks = _ridge_inverse(eigvals, alphas[None, :])  # (p, n_alphas)
     eigvals = np.clip(eigvals, 0, None)
     traces = None
@@ -372,19 +378,20 @@ def _block_cv_errors(Phi_b, y_b, sw_b, spectrum):
     Returns an array of shape (b, k, n_alphas).
     """
     Z = np.subtract(Phi_b, spectrum.offset, dtype=np.float64) @ spectrum.V
-    Z2 = Z * Z
     y_c = y_b - spectrum.y_offset
     shrinks, traces = spectrum.shrinks, spectrum.traces
-    n_alphas = shrinks.shape[1]
-    out = np.empty((Z.shape[0], y_c.shape[1], n_alphas))
-    for i in range(n_alphas):
-        shrink = shrinks[:, i]
-        residuals = y_c - Z @ (shrink[:, None] * spectrum.ZT_y)
-        if traces is None:
-            leverage = sw_b * (Z2 @ shrink) + sw_b * spectrum.intercept_scale
-        else:
-            leverage = np.full(Z.shape[0], traces[i] / spectrum.n_samples)
-        # An interpolating penalty gives 0 / 0: a NaN score, never selected.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[:, :, i] = residuals / (1.0 - leverage)[:, None]
-    return out
+    p, n_alphas = shrinks.shape
+    k = y_c.shape[1]
+    # Every penalty's fit in one product (one read of Z, not one per
+    # penalty): columns (alpha, target) of diag(shrink) Z^T S y_c.
+    weights = (shrinks[:, :, None] * spectrum.ZT_y[:, None, :]).reshape(p, -1)
+    residuals = y_c[:, None, :] - (Z @ weights).reshape(-1, n_alphas, k)
+    if traces is None:
+        np.multiply(Z, Z, out=Z)
+        leverage = sw_b[:, None] * (Z @ shrinks + spectrum.intercept_scale)
+    else:
+        leverage = np.broadcast_to(traces / spectrum.n_samples, (Z.shape[0], n_alphas))
+    # An interpolating penalty gives 0 / 0: a NaN score, never selected.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = residuals / (1.0 - leverage)[:, :, None]
+    return out.transpose(0, 2, 1)
