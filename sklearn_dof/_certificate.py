@@ -99,15 +99,27 @@ class LossCertificate:
         reference = max(float(self.errors[-1]), tiny)
         self.tail = 0.0 if complete else _tail(ranks, self.errors, reference)
         excess = np.zeros(ranks.shape[0])
-        for j, q in enumerate(ranks[:-1]):
-            rows = position >= q
-            m = int(rows.sum())
+        # The rows not among the first q landmarks lead the rows sorted by
+        # decreasing position: every rank's means are running sums down
+        # that order, read at its count of rows.
+        order = np.argsort(-position, kind="stable")
+        counts = position.shape[0] - np.searchsorted(
+            np.sort(position), ranks[:-1], side="left"
+        )
+        differences = squares[order, :-1] - squares[order, -1:]
+        # Centred on the column means first, so that the variance from the
+        # running sums of squares does not cancel.
+        differences -= differences.mean(axis=0)
+        shift = squares[:, :-1].mean(axis=0) - squares[:, -1].mean()
+        first = np.cumsum(differences, axis=0)
+        second = np.cumsum(np.square(differences, out=differences), axis=0)
+        base = np.cumsum(squares[order, -1])
+        for j, m in enumerate(counts):
             if m < 2:
                 continue
-            differences = squares[rows, j] - squares[rows, -1]
-            spread = differences.std() / np.sqrt(m - 1)
-            base = max(float(squares[rows, -1].mean()), tiny)
-            excess[j] = (differences.mean() + margin * spread) / base
+            mean = first[m - 1, j] / m
+            spread = np.sqrt(max(second[m - 1, j] / m - mean**2, 0.0) / (m - 1))
+            excess[j] = (mean + shift[j] + margin * spread) / max(base[m - 1] / m, tiny)
         # The running maximum from the right: non-increasing in the rank.
         self.losses = np.maximum.accumulate(excess[::-1])[::-1] + self.tail
 
@@ -349,12 +361,16 @@ def penalty_errors(
     s = np.clip(s, 0.0, None)
     c = V.T @ (G.T.astype(np.float64, copy=False) @ y)  # (r, k)
     shrink = 1.0 / (s[None, :] + penalties[:, None])  # (n_penalties, r)
+    # Every penalty's fit in one product: columns (penalty, target).
+    k = y.shape[1]
+    weights = (shrink.T[:, :, None] * c[:, None, :]).reshape(r, -1)
+    offset = mean @ V
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
-        Z = G[rows].astype(np.float64, copy=False) @ V - mean @ V
-        leverage = (Z * Z) @ shrink.T + (1.0 / n if center else 0.0)
-        for i in range(penalties.shape[0]):
-            fitted = Z @ (c * shrink[i][:, None])
-            scale = np.maximum(1.0 - leverage[:, i], _LEVERAGE_FLOOR)
-            squares[i] += float((((y[rows] - fitted) / scale[:, None]) ** 2).sum())
+        Z = G[rows].astype(np.float64, copy=False) @ V - offset
+        fitted = (Z @ weights).reshape(Z.shape[0], -1, k)
+        leverage = np.square(Z, out=Z) @ shrink.T + (1.0 / n if center else 0.0)
+        scale = np.maximum(1.0 - leverage, _LEVERAGE_FLOOR)
+        residuals = (y[rows, None, :] - fitted) / scale[:, :, None]
+        squares += (residuals**2).sum(axis=(0, 2))
     return squares / n
