@@ -195,3 +195,94 @@ def test_cv_certifies_the_rank_for_the_penalty_it_selects(problem):
     assert model.n_components_ < smallest.n_components_
     measured = np.mean((model.predict(X_test) - y_test) ** 2) / error - 1
     assert measured <= 0.01
+
+
+def test_losses_are_paired_means_over_the_rows_that_are_no_landmark():
+    # The definition, one rank at a time: the mean difference of squared
+    # leave-one-out residuals against rank r over the rows not among the
+    # first q landmarks, plus two standard errors, over their mean at r.
+    rng = np.random.RandomState(3)
+    n, r = 500, 120
+    ranks = np.unique(np.linspace(0, r, 13).round().astype(int))
+    squares = rng.gamma(0.5, 2.0, (n, 1)) * (
+        1.0 + np.linspace(0.3, 0.0, ranks.size) * rng.rand(n, ranks.size)
+    )
+    position = np.full(n, r)
+    position[rng.permutation(n)[:r]] = np.arange(r)
+    certificate = _certificate.LossCertificate(ranks, squares, position, complete=True)
+    excess = np.zeros(ranks.size)
+    for j, q in enumerate(ranks[:-1]):
+        rows = position >= q
+        d = squares[rows, j] - squares[rows, -1]
+        spread = d.std() / np.sqrt(rows.sum() - 1)
+        excess[j] = (d.mean() + 2 * spread) / squares[rows, -1].mean()
+    expected = np.maximum.accumulate(excess[::-1])[::-1]
+    np.testing.assert_allclose(certificate.losses, expected, rtol=1e-10, atol=1e-14)
+    assert certificate.losses[0] > 0.05 and certificate.losses[-1] == 0.0
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_penalty_errors_are_ridge_leave_one_out(center):
+    from sklearn.linear_model import RidgeCV
+
+    rng = np.random.RandomState(1)
+    X = rng.randn(400, 4)
+    y = np.sin(X[:, 0]) + 0.2 * rng.randn(400)
+    chol = _factor(X, 0.5, np.arange(0, 400, 5))
+    penalties = np.logspace(-3, 2, 6)
+    errors = _certificate.penalty_errors(chol, y[:, None], penalties, center, max_rank=50)
+    G = chol.factor[:, :50]
+    for penalty, error in zip(penalties, errors, strict=True):
+        ridge = RidgeCV(alphas=[penalty], fit_intercept=center, store_cv_results=True)
+        ridge.fit(G, y)
+        np.testing.assert_allclose(error, ridge.cv_results_.mean(), rtol=1e-8)
+
+
+def test_rounds_below_the_cap_end_on_it(monkeypatch):
+    from sklearn_dof import _estimate
+
+    assert [_estimate._first_round(c, 10**5) for c in (640, 4096, 100, 40)] == [
+        40,
+        32,
+        50,
+        40,
+    ]
+    # A cap at or above half of the rows: the rounds go to all rows at once.
+    assert _estimate._first_round(600, 1000) == 32
+    rounds = []
+    original = _estimate.loss_certificate
+
+    def spy(chol, *args):
+        rounds.append(chol.rank)
+        return original(chol, *args)
+
+    monkeypatch.setattr(_estimate, "loss_certificate", spy)
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, (1000, 3))
+    y = _target(X) + 0.01 * rng.randn(1000)
+    with pytest.warns(UserWarning, match="max_components=120"):
+        model = DoFKernelRidgeCV(gamma=20.0, max_components=120, random_state=0)
+        model.fit(X, y)
+    assert rounds == [60, 120] and model.n_components_ == 120
+
+
+def test_prefix_features_take_their_sums_from_the_factor():
+    # Unit weights: the certified rank's features are the factor's leading
+    # columns and their normal equations come from its Gram matrix; weights
+    # of 2 at twice the penalty (the same problem) sum them by a pass.  The
+    # cap fixes the same landmarks for both.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, (600, 3))
+    y = _target(X) + 0.01 * rng.randn(600)
+    params = dict(gamma=20.0, max_components=90, random_state=0)
+    for fit_intercept in (True, False):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            unit = DoFKernelRidge(alpha=1e-3, fit_intercept=fit_intercept, **params)
+            unit.fit(X, y)
+            doubled = DoFKernelRidge(alpha=2e-3, fit_intercept=fit_intercept, **params)
+            doubled.fit(X, y, sample_weight=np.full(600, 2.0))
+        np.testing.assert_array_equal(
+            unit.nystroem_.component_indices_, doubled.nystroem_.component_indices_
+        )
+        np.testing.assert_allclose(unit.predict(X), doubled.predict(X), atol=1e-8)
