@@ -87,6 +87,7 @@ class DoFKernelMixin:
         response=None,
         penalties=None,
         loss_tol=0.01,
+        objective="squared",
     ):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
@@ -103,7 +104,8 @@ class DoFKernelMixin:
         certified automatic rank is computed for, with an intercept when
         the estimator fits one, to ``loss_tol``; ``penalties``: a grid of
         penalties whose best one the rank is certified for (see
-        ``DoFNystroem._fit``).
+        ``DoFNystroem._fit``); ``objective="logistic"``: ``response`` holds the
+        class indices of a binary logistic regression instead.
         """
         self.nystroem_ = self._new_nystroem(alpha, dof_tol, loss_tol)
         self.nystroem_._validate_params()
@@ -113,13 +115,17 @@ class DoFKernelMixin:
             response=response,
             center=self.fit_intercept,
             penalties=penalties,
+            objective=objective,
         )
         self.n_components_ = self.nystroem_.n_components_
         # The factor's columns as features in the triangular basis only for
         # the ridge fits (whose coefficients map by R^{-1}); the logistic
         # fit keeps the rotation of normalization_.
         if not kernel_basis and (
-            factors is None or factors.features is None or response is None
+            factors is None
+            or factors.features is None
+            or response is None
+            or objective != "squared"
         ):
             factors = None
         return self.nystroem_._training_features(

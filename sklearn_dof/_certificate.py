@@ -39,8 +39,10 @@ doc/automatic_rank.rst):
 import math
 
 import numpy as np
+from scipy.special import expit
 
-from ._blocks import for_row_blocks
+from ._blocks import FeatureBlocks, for_row_blocks
+from ._newton import logistic_newton
 
 # Ratio of the decrease of GCV over the last doubling to the one before it
 # beyond which the tail is not extrapolated (the decrease has not started to
@@ -55,6 +57,8 @@ _BLOCK_BYTES = 8 * 2**20
 # (on the ten regression sets of bench_defaults.py, 256 and 1024 columns
 # chose the same penalty, at a fifth less fit time).
 _PENALTY_RANK = 256
+# Floor of the logistic curvature p (1 - p) (a probability of 1e-12).
+_CURVATURE_FLOOR = 1e-12
 # Floor of 1 - h_i: a leverage of one leaves no point out.
 _LEVERAGE_FLOOR = 1e-8
 # Floor of the error relative to the variance of the targets: on noise-free
@@ -156,7 +160,9 @@ class LossCertificate:
         return int(min(n_samples, math.ceil(self.rank * 2.0 ** max(doublings, 1))))
 
 
-def loo_curve(factor, response, alpha, center=True, n_ranks=64):
+def loo_curve(
+    factor, response, alpha, center=True, n_ranks=64, weights=None, row_loss=None
+):
     """Leave-one-out error of the ridge fit at prefix ranks of a factor.
 
     With ``G`` the (centred) factor, ``G^T G + alpha I = R R^T``,
@@ -167,6 +173,11 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
     block.  So one ``O(r^3)`` factorisation and one pass over ``G``,
     ``O(n r^2)``, give the exact leave-one-out error
     ``mean(((y_i - z_i) / (1 - h_i))^2)`` at every rank of the grid.
+
+    With ``weights`` ``w`` the ridge is weighted (``sum_i w_i (y_i - z_i)^2``,
+    the intercept centring with weighted means): the same on the rows
+    ``sqrt(w_i) g_i`` and targets ``sqrt(w_i) y_i``, whose Gram matrix costs
+    a pass of its own, and the intercept's leverage is ``w_i / sum(w)``.
 
     Parameters
     ----------
@@ -180,28 +191,48 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
         Whether the ridge fits an unpenalised intercept.
     n_ranks : int, default=64
         Number of ranks of the grid, evenly spaced up to ``r``.
+    weights : ndarray of shape (n,), default=None
+        Positive row weights (None: unweighted).
+    row_loss : callable, default=None
+        ``row_loss(rows, residuals)`` maps the leave-one-out residuals of
+        a block of rows, ``sqrt(w_i) (y_i - z_i^{-i})`` of shape
+        ``(b, n_targets, n_grid)``, to losses of shape ``(b, n_grid)``
+        (None: their squares summed over the targets).
 
     Returns
     -------
     ranks : ndarray of int
         ``0`` and the grid, ending at ``r``.
     squares : ndarray of shape (n, len(ranks))
-        Squared leave-one-out residuals (summed over the targets) of every
-        row at each rank.
+        Squared leave-one-out residuals (summed over the targets), or the
+        ``row_loss`` of them, of every row at each rank.
     """
     G = factor.factor
     n, r = G.shape
     y = np.asarray(response, dtype=np.float64)
-    gram = np.asarray(factor.gram(), dtype=np.float64)
+    if row_loss is None:
+        row_loss = _squares
+    if weights is None:
+        root = np.ones(n)
+        gram = np.asarray(factor.gram(), dtype=np.float64)
+        total = float(n)
+    else:
+        root = np.sqrt(weights)
+        gram = _weighted_gram(G, weights)
+        total = float(weights.sum())
     mean = np.zeros(r)
     if center:
-        mean = G.mean(axis=0, dtype=np.float64)
-        y = y - y.mean(axis=0)
-        gram = gram - n * np.outer(mean, mean)
-    leverage = np.full(n, 1.0 / n if center else 0.0)
+        mean = (root**2 @ G) / total
+        y = y - (root**2 @ y) / total
+        gram = gram - total * np.outer(mean, mean)
+    # The scaled targets: their weighted mean is zero.
+    y = root[:, None] * y
+    leverage = root**2 / total if center else np.zeros(n)
     ranks = np.unique(np.linspace(0, r, min(n_ranks, r) + 1).round().astype(int))
     squares = np.empty((n, ranks.shape[0]))
-    squares[:, 0] = _loo_squares(y, leverage)
+    everything = slice(0, n)
+    scale = np.maximum(1.0 - leverage, _LEVERAGE_FLOOR)
+    squares[:, 0] = row_loss(everything, (y / scale[:, None])[:, :, None])[:, 0]
     if r == 0:
         return ranks, squares
     # A penalty below the rounding of the Gram matrix (which the estimators
@@ -212,8 +243,8 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
     # its products (doc/architecture.rst); R^{-1} once, then products.
     R_inv = np.linalg.inv(np.linalg.cholesky(gram + shift * np.eye(r)))
     R_inv = np.tril(R_inv)
-    # G_c^T y = G^T y, y being centred.
-    u = R_inv @ (G.T.astype(np.float64, copy=False) @ y)
+    # (root G_c)^T y = (root G)^T y, y (scaled) having weighted mean zero.
+    u = R_inv @ (G.T.astype(np.float64, copy=False) @ (root[:, None] * y))
     # Rank q's fit and leverages sum the first q columns of Z = G_c R^{-T}:
     # with T the indicator of the grid's prefixes (T[j, g] = 1 for j below
     # its g-th rank), the fits are G_c (R^{-T} diag(u) T) and the
@@ -223,13 +254,13 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
     k = y.shape[1]
     m = T.shape[1]
     fit_map = np.concatenate([R_inv.T @ (u[:, t, None] * T) for t in range(k)], axis=1)
-    fit_offset = mean @ fit_map
     panels = _triangular_panels(r)
 
     def work(slices):
         for rows in slices:
-            G_b = G[rows].astype(np.float64, copy=False)
-            G_c = G_b - mean
+            G_c = G[rows].astype(np.float64) - mean
+            if weights is not None:
+                G_c *= root[rows, None]
             Z = np.empty_like(G_c)
             for a, b in panels:
                 # R^{-T} is upper triangular: columns a:b of Z read the first
@@ -238,16 +269,33 @@ def loo_curve(factor, response, alpha, center=True, n_ranks=64):
                 np.matmul(G_c[:, :b], R_inv[a:b, :b].T, out=Z[:, a:b])
             np.multiply(Z, Z, out=Z)
             leverages = leverage[rows, None] + Z @ T
-            fitted = (G_b @ fit_map - fit_offset).reshape(-1, k, m)
-            residuals = y[rows, :, None] - fitted
+            fitted = (G_c @ fit_map).reshape(-1, k, m)
             scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
-            squares[rows, 1:] = ((residuals / scale[:, None, :]) ** 2).sum(axis=1)
+            residuals = (y[rows, :, None] - fitted) / scale[:, None, :]
+            squares[rows, 1:] = row_loss(rows, residuals)
 
     # Blocks of 8 MiB: their temporaries stay in cache and the allocator
     # reuses them from block to block (fresh pages cost more to first touch
     # than the products take).
     for_row_blocks(work, n, r, max_block_bytes=_BLOCK_BYTES)
     return ranks, squares
+
+
+def _squares(rows, residuals):
+    """Squared residuals summed over the targets, per row and rank."""
+    return (residuals**2).sum(axis=1)
+
+
+def _weighted_gram(G, weights):
+    """``G^T diag(w) G`` in float64, by blocks of rows."""
+    r = G.shape[1]
+    gram = np.zeros((r, r))
+    block = max(1, _BLOCK_BYTES // (8 * max(r, 1)))
+    for start in range(0, G.shape[0], block):
+        rows = slice(start, start + block)
+        G_b = G[rows].astype(np.float64, copy=False)
+        gram += (G_b * weights[rows, None]).T @ G_b
+    return 0.5 * (gram + gram.T)
 
 
 # Columns of the panels of a product by a triangular matrix: wide enough for
@@ -260,13 +308,6 @@ def _triangular_panels(r):
     n_panels = max(1, -(-r // _PANEL_COLUMNS))
     bounds = np.linspace(0, r, n_panels + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def _loo_squares(residual, leverage):
-    """Squared leave-one-out residuals ``(r_i / (1 - h_i))^2`` of each row,
-    summed over the targets."""
-    scale = np.maximum(1.0 - leverage, _LEVERAGE_FLOOR)
-    return ((residual / scale[:, None]) ** 2).sum(axis=1)
 
 
 def loss_certificate(factor, response, alpha, center=True):
@@ -289,14 +330,79 @@ def loss_certificate(factor, response, alpha, center=True):
     certificate : LossCertificate
     """
     ranks, squares = loo_curve(factor, response, alpha, center)
-    n = squares.shape[0]
-    complete = factor.complete
     floor = _ERROR_FLOOR * float(np.var(response, axis=0).sum())
-    position = np.full(n, factor.rank)
+    return _certificate_of(factor, ranks, squares, floor)
+
+
+def _certificate_of(factor, ranks, losses, floor):
+    """The :class:`LossCertificate` of per-row leave-one-out losses on the
+    factor's prefix ranks."""
+    position = np.full(losses.shape[0], factor.rank)
     columns = np.asarray(factor.column_pivots, dtype=np.intp)
     known = columns >= 0  # columns mixing pivots name no row
     position[columns[known]] = np.flatnonzero(known)
-    return LossCertificate(ranks, squares, position, complete=complete, floor=floor)
+    return LossCertificate(ranks, losses, position, complete=factor.complete, floor=floor)
+
+
+def logistic_certificate(factor, labels, alpha, center=True):
+    r"""The :class:`LossCertificate` of the binomial log-loss of logistic
+    regression on a partial Cholesky factor's columns.
+
+    Logistic regression at rank ``r`` (the factor's columns, penalty
+    ``alpha``, by Newton's method) gives the linear predictor ``eta``, the
+    curvatures ``w_i = p_i (1 - p_i)`` and the working response
+    ``z = eta + (y - p) / w``.  Newton's quadratic model there is the
+    ridge regression of ``z`` weighted by ``w``, whose solution at rank
+    ``r`` is the logistic one and whose prefix fits are one Newton step
+    towards the logistic fits of the smaller ranks.  :func:`loo_curve` gives
+    its exact leave-one-out predictors ``eta^{-i}`` at every rank of the
+    grid, the approximate leave-one-out of generalised linear models (Rad
+    and Maleki, 2020), and the certificate compares their log-losses
+    ``log(1 + exp(-s_i eta^{-i}))`` (``s_i = +-1``) as the ridge one compares
+    squared residuals: the loss is curvature-weighted where the logistic
+    loss is, so points classified with confidence count for little.
+
+    Parameters
+    ----------
+    factor : PartialCholesky
+        In-memory factor whose columns are in landmark order.
+    labels : ndarray of shape (n,)
+        Class indices, 0 or 1.
+    alpha : float
+        Penalty (``C = 1 / alpha``).
+    center : bool, default=True
+        Whether the model fits an unpenalised intercept.
+
+    Returns
+    -------
+    certificate : LossCertificate
+    """
+    G = factor.factor
+    n = G.shape[0]
+    labels = np.asarray(labels)
+    fit = logistic_newton(
+        FeatureBlocks.from_array(np.asarray(G, dtype=np.float64)),
+        labels,
+        alpha,
+        n_classes=2,
+        fit_intercept=center,
+    )
+    eta = G.astype(np.float64, copy=False) @ fit.coef[0] + fit.intercept[0]
+    p = expit(eta)
+    curvature = np.maximum(p * (1.0 - p), _CURVATURE_FLOOR)
+    z = eta + (labels - p) / curvature
+    sign = 2.0 * labels - 1.0
+    root = np.sqrt(curvature)
+
+    def log_losses(rows, residuals):
+        # residuals: sqrt(w_i) (z_i - eta_i^{-i}), one target.
+        eta_out = z[rows, None] - residuals[:, 0, :] / root[rows, None]
+        return np.logaddexp(0.0, -sign[rows, None] * eta_out)
+
+    ranks, losses = loo_curve(
+        factor, z[:, None], alpha, center, weights=curvature, row_loss=log_losses
+    )
+    return _certificate_of(factor, ranks, losses, _ERROR_FLOOR * math.log(2.0))
 
 
 def _at(ranks, errors, q):

@@ -15,7 +15,12 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_array
 
 from . import _linalg, _parallel
-from ._certificate import _PENALTY_RANK, loss_certificate, penalty_errors
+from ._certificate import (
+    _PENALTY_RANK,
+    logistic_certificate,
+    loss_certificate,
+    penalty_errors,
+)
 from ._dof import _averaged_dof, _dof_from_factor, _unclipped_d_eff
 from ._kernels import KernelColumns, get_kernel_params
 from ._samplers import (
@@ -232,9 +237,15 @@ def _certified_estimate(
     center,
     max_rank,
     penalties=None,
+    objective="squared",
 ):
     """Rounds of ``rule`` until the :class:`LossCertificate` of the factor
     certifies a rank, or ``max_rank`` pivots.
+
+    ``objective``: ``"squared"`` for ridge regression on the targets
+    ``response``, ``"logistic"`` for binary logistic regression on the
+    class indices ``response``
+    (:func:`~sklearn_dof._certificate.logistic_certificate`).
 
     The rank doubles from 32 and the rounds stop once the certified rank is
     at most half the rank grown: a whole doubling then left the estimated
@@ -274,7 +285,8 @@ def _certified_estimate(
             errors = penalty_errors(chol, response, penalties, center)
             alpha = float(penalties[int(np.argmin(errors))])
             chosen_on = min(chol.rank, _PENALTY_RANK)
-        certificate = loss_certificate(chol, response, alpha, center)
+        certify = logistic_certificate if objective == "logistic" else loss_certificate
+        certificate = certify(chol, response, alpha, center)
         certified = certificate.certified_rank(loss_tol)
         if certificate.complete or (
             certified is not None and 2 * certified <= certificate.rank

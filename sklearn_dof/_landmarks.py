@@ -81,6 +81,7 @@ def select_landmarks(
     loss_tol=0.01,
     max_components=None,
     penalties=None,
+    objective="squared",
 ):
     """Landmarks of ``rule`` at rank ``n_components`` (an int, ``"auto"`` or
     ``"dof"``).
@@ -121,6 +122,10 @@ def select_landmarks(
     penalties : ndarray, default=None
         A grid of penalties: the certified rank is for the one with the
         smallest leave-one-out error (cross-validation).
+    objective : {"squared", "logistic"}, default="squared"
+        The model the certified rank is for: ridge regression on
+        ``response``, or binary logistic regression on the class indices
+        ``response`` (shape (n_samples,)).
 
     Returns
     -------
@@ -152,6 +157,7 @@ def select_landmarks(
             loss_tol,
             max_rank,
             penalties,
+            objective,
         )
         landmarks, chol, estimate, loss, requested, certified_alpha = selected
     elif n_components == "dof":
@@ -233,6 +239,7 @@ def _certified_landmarks(
     loss_tol,
     max_rank,
     penalties,
+    objective="squared",
 ):
     """The certified automatic rank of :func:`select_landmarks`.
 
@@ -260,6 +267,7 @@ def _certified_landmarks(
         center,
         max_rank,
         None if penalties is None else np.asarray(penalties) * scale,
+        objective,
     )
     certified_alpha = None if penalties is None else alpha / scale
     rank = certificate.certified_rank(loss_tol)

@@ -479,14 +479,24 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
         return validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
 
-    def _fit(self, X, kernel_basis=False, response=None, center=True, penalties=None):
+    def _fit(
+        self,
+        X,
+        kernel_basis=False,
+        response=None,
+        center=True,
+        penalties=None,
+        objective="squared",
+    ):
         """Fit on validated ``X``; the landmark factors of a kernel-basis fit.
 
         ``response`` (float64, ``n x n_targets``) and ``center``: the targets
         and intercept of the ridge the certified automatic rank is for;
         ``penalties``: a grid whose best penalty (by leave-one-out) the rank
         is certified for, which then becomes this transformer's ``alpha``
-        (the internal transformer of :class:`~sklearn_dof.DoFKernelRidgeCV`).
+        (the internal transformer of :class:`~sklearn_dof.DoFKernelRidgeCV`);
+        ``objective="logistic"``: ``response`` holds the class indices of a binary
+        logistic regression, which the rank is certified for instead.
         When the landmarks lead the rows' partial Cholesky factor, the
         factors returned hold the training features (any ``kernel_basis``).
 
@@ -526,6 +536,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             loss_tol=self.loss_tol,
             max_components=self.max_components,
             penalties=penalties,
+            objective=objective,
         )
         if selection.alpha is not None:
             self.alpha = selection.alpha

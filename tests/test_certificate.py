@@ -286,3 +286,55 @@ def test_prefix_features_take_their_sums_from_the_factor():
             unit.nystroem_.component_indices_, doubled.nystroem_.component_indices_
         )
         np.testing.assert_allclose(unit.predict(X), doubled.predict(X), atol=1e-8)
+
+
+def test_logistic_certificate_is_the_approximate_leave_one_out():
+    # At the largest rank the certificate's mean log-loss is that of the
+    # leave-one-out predictors of Newton's quadratic model at the logistic
+    # fit (Rad and Maleki's approximate leave-one-out): close to the exact
+    # leave-one-out refits.
+    from scipy.special import expit
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, 2)
+    labels = (X[:, 0] + 0.5 * np.sin(3 * X[:, 1]) + 0.7 * rng.randn(200) > 0)
+    labels = labels.astype(int)
+    chol = _factor(X, 0.5, np.arange(0, 200, 8))
+    alpha = 2.0
+    certificate = _certificate.logistic_certificate(chol, labels, alpha)
+    G = chol.factor
+    losses = []
+    for i in range(200):
+        keep = np.arange(200) != i
+        model = LogisticRegression(C=1 / alpha, tol=1e-10, max_iter=1000)
+        model.fit(G[keep], labels[keep])
+        p = expit(model.decision_function(G[i : i + 1])[0])
+        losses.append(-np.log(p if labels[i] else 1 - p))
+    np.testing.assert_allclose(certificate.errors[-1], np.mean(losses), rtol=0.01)
+    # Rank 0 is the intercept alone, the log-loss of the base rate.
+    assert certificate.errors[0] > certificate.errors[-1]
+
+
+def test_logistic_auto_rank_keeps_the_test_log_loss():
+    from sklearn.datasets import make_moons
+    from sklearn.metrics import log_loss
+
+    from sklearn_dof import DoFKernelLogisticRegression
+
+    X, y = make_moons(1500, noise=0.3, random_state=0)
+    X_test, y_test = make_moons(20_000, noise=0.3, random_state=1)
+    params = dict(alpha=1.0, gamma=2.0, random_state=0)
+    auto = DoFKernelLogisticRegression(**params).fit(X, y)
+    full = DoFKernelLogisticRegression(n_components=1500, **params).fit(X, y)
+    dof = DoFKernelLogisticRegression(n_components="dof", **params).fit(X, y)
+    assert auto.nystroem_.loss_estimate_ <= 0.01
+    assert auto.n_components_ < dof.n_components_ / 4
+    excess = log_loss(y_test, auto.predict_proba(X_test)) / log_loss(
+        y_test, full.predict_proba(X_test)
+    )
+    assert excess - 1 <= 0.01
+    # More than two classes: the paper's rule, no certificate.
+    three = np.where(X[:, 1] > 0.5, 2, y)
+    multi = DoFKernelLogisticRegression(**params).fit(X, three)
+    assert np.isnan(multi.nystroem_.loss_estimate_)
