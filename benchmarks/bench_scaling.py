@@ -420,7 +420,17 @@ def _thread_counts(spec):
     return [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= (os.cpu_count() or 1)]
 
 
-def cases(parts, quick, core_counts=None, aux_counts=None, working_memory=None):
+AUTO_SAMPLERS = ("uniform", "pivoted", "rpcholesky", "leverage")
+
+
+def cases(
+    parts,
+    quick,
+    core_counts=None,
+    aux_counts=None,
+    working_memory=None,
+    auto_samplers=AUTO_SAMPLERS,
+):
     p = 500 if quick else 2000
     out = []
     if "scaling" in parts:
@@ -469,7 +479,7 @@ def cases(parts, quick, core_counts=None, aux_counts=None, working_memory=None):
         # points, d_max is close to n, and the uniform rule rightly asks for
         # p close to n (see the equal_error part for the d_eff samplers).
         n = 20_000 if quick else 100_000
-        for s in ("uniform", "pivoted", "rpcholesky", "leverage"):
+        for s in auto_samplers:
             out.append(
                 dict(
                     part="auto",
@@ -795,6 +805,11 @@ def main(argv=None):
         "where the default 1024 shares one",
     )
     parser.add_argument(
+        "--auto-samplers",
+        default=",".join(AUTO_SAMPLERS),
+        help="samplers of the auto part (default all four)",
+    )
+    parser.add_argument(
         "--resummarise",
         action="store_true",
         help="recompute the summaries and the plot of --output-dir's results.json",
@@ -825,6 +840,7 @@ def main(argv=None):
         args.core_counts,
         args.aux_counts,
         args.compare_working_memory,
+        tuple(args.auto_samplers.split(",")),
     )
     # Each result also goes to progress.jsonl as it comes: a run stopped by a
     # time limit keeps what it measured.
