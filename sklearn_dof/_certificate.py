@@ -1,4 +1,5 @@
-r"""The loss certificate of a nested Nystroem approximation.
+r"""The loss certificate of a nested Nystroem approximation (squared loss;
+the binomial log-loss in :func:`logistic_certificate`).
 
 How much prediction accuracy does rank ``q`` give up against exact kernel
 ridge regression at the same penalty?  The certificate answers with the
@@ -341,7 +342,9 @@ def _certificate_of(factor, ranks, losses, floor):
     columns = np.asarray(factor.column_pivots, dtype=np.intp)
     known = columns >= 0  # columns mixing pivots name no row
     position[columns[known]] = np.flatnonzero(known)
-    return LossCertificate(ranks, losses, position, complete=factor.complete, floor=floor)
+    return LossCertificate(
+        ranks, losses, position, complete=factor.complete, floor=floor
+    )
 
 
 def logistic_certificate(factor, labels, alpha, center=True):
@@ -378,7 +381,6 @@ def logistic_certificate(factor, labels, alpha, center=True):
     certificate : LossCertificate
     """
     G = factor.factor
-    n = G.shape[0]
     labels = np.asarray(labels)
     fit = logistic_newton(
         FeatureBlocks.from_array(np.asarray(G, dtype=np.float64)),

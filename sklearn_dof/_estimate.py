@@ -298,8 +298,8 @@ def _certified_estimate(
             break  # the cap, or no more rank for the rule to add
         # A rank q certified above half of the rank grown: the next round
         # grows to 2 q, the least that can show a whole doubling within the
-        # tolerance (at q = 608 on 1e5 rows, 1,216 columns rather than
-        # 2,048); none certified: twice the rank.
+        # tolerance (600 certified at 1,024 columns: 1,200 next, not 2,048);
+        # none certified: twice the rank.
         target = max(2 * certified, p + 1) if certified is not None else 2 * p
         p = max_rank if target > _EXACT_FRACTION * n else min(target, max_rank)
     dof = _dof_from_factor(

@@ -434,9 +434,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     :class:`~sklearn_dof.DoFNystroem`: with ``n_components="auto"`` the rank
     is certified for the penalty of the grid with the smallest leave-one-out
     error, up to ``max_components``; with ``"dof"`` it follows the degrees of
-    freedom at the smallest penalty of the grid.  On these fixed features ``Phi`` (``n x p``) every penalty of the grid is
-    scored by exact leave-one-out cross-validation (or by generalised
-    cross-validation) from one eigendecomposition
+    freedom at the smallest penalty of the grid.  On these fixed features
+    ``Phi`` (``n x p``) every penalty of the grid is scored by exact
+    leave-one-out cross-validation (or by generalised cross-validation)
+    from one eigendecomposition
     ``Phi^T S Phi = V diag(s) V^T`` of the centred, weighted ``p x p`` Gram
     matrix: with ``Z = Phi V``, the leverages
 

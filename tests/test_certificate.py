@@ -230,7 +230,9 @@ def test_penalty_errors_are_ridge_leave_one_out(center):
     y = np.sin(X[:, 0]) + 0.2 * rng.randn(400)
     chol = _factor(X, 0.5, np.arange(0, 400, 5))
     penalties = np.logspace(-3, 2, 6)
-    errors = _certificate.penalty_errors(chol, y[:, None], penalties, center, max_rank=50)
+    errors = _certificate.penalty_errors(
+        chol, y[:, None], penalties, center, max_rank=50
+    )
     G = chol.factor[:, :50]
     for penalty, error in zip(penalties, errors, strict=True):
         ridge = RidgeCV(alphas=[penalty], fit_intercept=center, store_cv_results=True)
@@ -298,7 +300,7 @@ def test_logistic_certificate_is_the_approximate_leave_one_out():
 
     rng = np.random.RandomState(0)
     X = rng.randn(200, 2)
-    labels = (X[:, 0] + 0.5 * np.sin(3 * X[:, 1]) + 0.7 * rng.randn(200) > 0)
+    labels = X[:, 0] + 0.5 * np.sin(3 * X[:, 1]) + 0.7 * rng.randn(200) > 0
     labels = labels.astype(int)
     chol = _factor(X, 0.5, np.arange(0, 200, 8))
     alpha = 2.0
