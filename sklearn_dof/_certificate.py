@@ -42,7 +42,7 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from ._blocks import FeatureBlocks, for_row_blocks
+from ._blocks import FeatureBlocks, for_row_blocks, normal_equations
 from ._newton import logistic_newton
 
 # Ratio of the decrease of GCV over the last doubling to the one before it
@@ -219,7 +219,10 @@ def loo_curve(
         total = float(n)
     else:
         root = np.sqrt(weights)
-        gram = _weighted_gram(G, weights)
+        # G^T diag(w) G, by the blocks' weighted sums (no intercept: the
+        # centring follows, as for the factor's own Gram matrix).
+        blocks = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
+        gram = normal_equations(blocks, y, weights, False)[0]
         total = float(weights.sum())
     mean = np.zeros(r)
     if center:
@@ -285,18 +288,6 @@ def loo_curve(
 def _squares(rows, residuals):
     """Squared residuals summed over the targets, per row and rank."""
     return (residuals**2).sum(axis=1)
-
-
-def _weighted_gram(G, weights):
-    """``G^T diag(w) G`` in float64, by blocks of rows."""
-    r = G.shape[1]
-    gram = np.zeros((r, r))
-    block = max(1, _BLOCK_BYTES // (8 * max(r, 1)))
-    for start in range(0, G.shape[0], block):
-        rows = slice(start, start + block)
-        G_b = G[rows].astype(np.float64, copy=False)
-        gram += (G_b * weights[rows, None]).T @ G_b
-    return 0.5 * (gram + gram.T)
 
 
 # Columns of the panels of a product by a triangular matrix: wide enough for

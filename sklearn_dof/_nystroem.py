@@ -124,25 +124,36 @@ class _LandmarkFactor:
         """``(K_c^T K_c, K_c^T y_c, mean row of K, mean of y)``, as
         ``_blocks.normal_equations`` of the kernel blocks with unit weights
         and an intercept."""
-        G = self.chol.factor
-        n = G.shape[0]
-        G_I = G[self.landmarks].astype(np.float64, copy=False)
-        g_mean = G.mean(axis=0, dtype=np.float64)
-        y_mean = y.mean(axis=0)
-        centred = self.chol.gram() - n * np.outer(g_mean, g_mean)
+        G_I = self.chol.factor[self.landmarks].astype(np.float64, copy=False)
+        centred, rhs, g_mean, y_mean = _factor_sums(self.chol, self.chol.rank, y)
         gram = G_I @ (centred @ G_I.T)
         mirror_lower(gram)  # exactly symmetric, as the block sums are
-        rhs = G_I @ (G.T @ y - n * np.outer(g_mean, y_mean))
-        return gram, rhs, G_I @ g_mean, y_mean
+        return gram, G_I @ rhs, G_I @ g_mean, y_mean
+
+
+def _factor_sums(chol, p, y, fit_intercept=True):
+    """``(G_c^T G_c, G_c^T y_c, mean row of G, mean of y)`` for the first
+    ``p`` columns ``G`` of the rows' partial Cholesky factor, from the Gram
+    matrix ``G^T G`` its rounds computed, in ``O(n p)``: the centring
+    happens in the factor's basis, whose entries the kernel's diagonal
+    bounds.  Without intercept, the sums uncentred and zero means."""
+    G = chol.factor[:, :p]
+    gram = np.array(chol.gram()[:p, :p], dtype=np.float64)
+    rhs = G.T.astype(np.float64, copy=False) @ y
+    if not fit_intercept:
+        return gram, rhs, np.zeros(p), np.zeros(y.shape[1])
+    n = G.shape[0]
+    g_mean = G.mean(axis=0, dtype=np.float64)
+    y_mean = y.mean(axis=0)
+    gram -= n * np.outer(g_mean, g_mean)
+    rhs -= n * np.outer(g_mean, y_mean)
+    return gram, rhs, g_mean, y_mean
 
 
 class _PrefixSums:
     """The normal equations of the features that are the first ``p``
-    columns ``G_p`` of the rows' partial Cholesky factor, from the Gram
-    matrix ``G^T G`` its rounds computed: ``G_p^T G_p - n m m^T`` and
-    ``G_p^T y_c`` for the mean row ``m``, in ``O(n p)`` instead of a pass
-    of ``n p^2``.  The centring happens in the factor's basis, whose
-    entries the kernel's diagonal bounds, as in :class:`_LandmarkFactor`.
+    columns ``G_p`` of the rows' partial Cholesky factor
+    (:func:`_factor_sums`), in ``O(n p)`` instead of a pass of ``n p^2``.
     Unweighted rows only."""
 
     def __init__(self, chol, p):
@@ -151,18 +162,8 @@ class _PrefixSums:
 
     def normal_equations(self, y, fit_intercept):
         """As ``_blocks.normal_equations`` of the features with unit weights."""
-        p = self.p
-        G = self.chol.factor[:, :p]
-        n = G.shape[0]
-        gram = np.array(self.chol.gram()[:p, :p], dtype=np.float64)
-        rhs = G.T.astype(np.float64, copy=False) @ y
-        if not fit_intercept:
-            return gram, rhs, np.zeros(p), np.zeros(y.shape[1])
-        g_mean = G.mean(axis=0, dtype=np.float64)
-        y_mean = y.mean(axis=0)
-        gram -= n * np.outer(g_mean, g_mean)
+        gram, rhs, g_mean, y_mean = _factor_sums(self.chol, self.p, y, fit_intercept)
         mirror_lower(gram)
-        rhs -= n * np.outer(g_mean, y_mean)
         return gram, rhs, g_mean, y_mean
 
 
