@@ -221,8 +221,11 @@ def loo_curve(
         root = np.sqrt(weights)
         # G^T diag(w) G, by the blocks' weighted sums (no intercept: the
         # centring follows, as for the factor's own Gram matrix).
-        blocks = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
-        gram = normal_equations(blocks, y, weights, False)[0]
+        # (A factor of no column, on constant data, has no sums to make.)
+        gram = np.zeros((0, 0))
+        if r:
+            blocks = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
+            gram = normal_equations(blocks, y, weights, False)[0]
         total = float(weights.sum())
     mean = np.zeros(r)
     if center:
