@@ -43,6 +43,7 @@ import numpy as np
 from scipy.special import expit
 
 from ._blocks import FeatureBlocks, for_row_blocks, normal_equations
+from ._linalg import lower_triangular_inverse
 from ._newton import logistic_newton
 
 # Ratio of the decrease of GCV over the last doubling to the one before it
@@ -94,9 +95,20 @@ class LossCertificate:
         Floor of the error the losses are relative to.
     margin : float, default=2.0
         Standard errors added to each estimated excess.
+
+    Attributes
+    ----------
+    losses : ndarray of shape (len(ranks),)
+        Estimated relative excess test error at each rank of the grid.
+    tail : float
+        The extrapolated decrease beyond rank ``r`` (in ``losses``).
+    exact : bool
+        Whether this is :meth:`exact_method`'s certificate, estimated from
+        no leave-one-out error.
     """
 
     def __init__(self, ranks, squares, position, complete=False, floor=0.0, margin=2.0):
+        self.exact = False
         self.ranks = ranks
         self.errors = squares.mean(axis=0)
         self.complete = complete
@@ -127,6 +139,17 @@ class LossCertificate:
             excess[j] = (mean + shift[j] + margin * spread) / max(base[m - 1] / m, tiny)
         # The running maximum from the right: non-increasing in the rank.
         self.losses = np.maximum.accumulate(excess[::-1])[::-1] + self.tail
+
+    @classmethod
+    def exact_method(cls, rank, n_samples):
+        """The certificate of the exact kernel method, a factor of ``K``
+        itself of ``rank`` columns: no loss at that rank, which is the only
+        one it certifies (``exact`` is True)."""
+        certificate = cls(
+            np.array([rank]), np.zeros((n_samples, 1)), np.full(n_samples, rank), True
+        )
+        certificate.exact = True
+        return certificate
 
     @property
     def rank(self):
@@ -248,8 +271,7 @@ def loo_curve(
     # numpy's LAPACK and products throughout: scipy's BLAS is a second
     # thread pool, which competes for the cores with numpy's right after
     # its products (doc/architecture.rst); R^{-1} once, then products.
-    R_inv = np.linalg.inv(np.linalg.cholesky(gram + shift * np.eye(r)))
-    R_inv = np.tril(R_inv)
+    R_inv = lower_triangular_inverse(np.linalg.cholesky(gram + shift * np.eye(r)))
     # (root G_c)^T y = (root G)^T y, y (scaled) having weighted mean zero.
     u = R_inv @ (G.T.astype(np.float64, copy=False) @ (root[:, None] * y))
     # Rank q's fit and leverages sum the first q columns of Z = G_c R^{-T}:

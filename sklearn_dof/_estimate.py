@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_array
 from . import _linalg, _parallel
 from ._certificate import (
     _PENALTY_RANK,
+    LossCertificate,
     logistic_certificate,
     loss_certificate,
     penalty_errors,
@@ -255,7 +256,12 @@ def _certified_estimate(
     rank grown.  A round that would pass half of
     ``n`` goes to ``max_rank`` at once: there the fit with every row as a
     landmark, exact kernel ridge when ``max_rank = n``, costs about as much
-    as the rounds it replaces.
+    as the rounds it replaces.  When that round's factor is complete (the
+    exact kernel method), it gets
+    :meth:`~sklearn_dof._certificate.LossCertificate.exact_method`: the
+    leave-one-out errors of ``n`` columns (and their score bounds) would
+    cost several times the exact fit; the estimate's bounds come from the
+    round before.
 
     With ``penalties`` (a grid, for cross-validation), each round first
     picks the penalty of the grid with the smallest leave-one-out error on
@@ -278,6 +284,7 @@ def _certified_estimate(
     chol.reserve(max_rank)  # address space: only written columns count
     p = _first_round(max_rank, n)
     chosen_on = 0  # the columns the penalty was chosen on
+    dof = None
     while True:
         before = len(chol.pivots)
         grow(p)
@@ -287,6 +294,12 @@ def _certified_estimate(
             errors = penalty_errors(chol, response, penalties, center)
             alpha = float(penalties[int(np.argmin(errors))])
             chosen_on = min(chol.rank, _PENALTY_RANK)
+        if dof is not None and chol.complete:
+            # The round to every row: the exact kernel method, no loss to
+            # estimate.  Its certificate and score bounds would cost two
+            # more n x n x n products, several times the exact fit itself.
+            certificate = LossCertificate.exact_method(chol.rank, n)
+            break
         certify = logistic_certificate if objective == "logistic" else loss_certificate
         certificate = certify(chol, response, alpha, center)
         certified = certificate.certified_rank(loss_tol)
@@ -302,9 +315,21 @@ def _certified_estimate(
         # none certified: twice the rank.
         target = max(2 * certified, p + 1) if certified is not None else 2 * p
         p = max_rank if target > _EXACT_FRACTION * n else min(target, max_rank)
-    dof = _dof_from_factor(
-        chol, alpha, n, uniform=rule.uniform_sample, bounds=False, spectrum=False
-    )
+        if p >= n:
+            # The scores' bounds from this factor, of at most n / 2 columns
+            # (lower bounds still: L grows with its columns).
+            dof = _dof_from_factor(
+                chol,
+                alpha,
+                n,
+                uniform=rule.uniform_sample,
+                bounds=False,
+                spectrum=False,
+            )
+    if not certificate.exact:
+        dof = _dof_from_factor(
+            chol, alpha, n, uniform=rule.uniform_sample, bounds=False, spectrum=False
+        )
     # d_ave from the spectrum of the first landmarks' Gram matrix (numpy's
     # LAPACK, see loo_curve): the top of the spectrum, which d_ave sums,
     # without an O(r^3) eigendecomposition of a factor near n.

@@ -111,7 +111,7 @@ def _pivot_transform(S_BB, tol):
     except np.linalg.LinAlgError:
         lower = None
     if lower is not None and np.diag(lower).min(initial=np.inf) ** 2 > tol:
-        return np.triu(np.linalg.inv(lower).T), np.arange(k)
+        return _linalg.lower_triangular_inverse(lower).T, np.arange(k)
     U, piv, rank, info = lapack.dpstrf(S_BB, tol=tol, lower=0)
     if info < 0:  # pragma: no cover - only for invalid arguments
         raise linalg.LinAlgError(f"dpstrf failed with info={info}.")
@@ -209,11 +209,27 @@ class PartialCholesky:
 
     def gram(self):
         """``G^T G`` in float64, computed once per rank (the stopping rule
-        and the final estimate of a round both need it)."""
-        if self._gram is None or self._gram.shape[0] != self._rank:
-            G = self.factor.astype(np.float64, copy=False)
-            self._gram = G.T @ G
-        return self._gram
+        and the final estimate of a round both need it).
+
+        The factor only gains columns: a round that grew it from ``r0`` to
+        ``r`` columns adds the blocks of its new columns, ``n (r^2 - r0^2)``
+        flops rather than ``n r^2`` (a quarter less over doubling rounds).
+        """
+        r = self._rank
+        known = 0 if self._gram is None else self._gram.shape[0]
+        if self._gram is not None and known == r:
+            return self._gram
+        G = self.factor
+        new = G[:, known:r].astype(np.float64, copy=False)
+        gram = np.empty((r, r))
+        if known:
+            gram[:known, :known] = self._gram
+            cross = G[:, :known].astype(np.float64, copy=False).T @ new
+            gram[:known, known:] = cross
+            gram[known:, :known] = cross.T
+        gram[known:, known:] = new.T @ new
+        self._gram = gram
+        return gram
 
     def quadratic_forms(self, A, rows=None):
         """``diag(G A^-1 G^T)`` over the factor's rows (``rows``: some of them)."""

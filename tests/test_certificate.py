@@ -13,6 +13,7 @@ from sklearn_dof import (
     DoFKernelRidgeCV,
     DoFNystroem,
     _certificate,
+    _estimate,
     _landmarks,
     auto_rank,
 )
@@ -138,14 +139,27 @@ def test_cap_binds_with_a_warning(problem):
     assert 40 < nystroem.requested_components_ <= 800
 
 
-def test_near_n_the_fit_is_exact_kernel_ridge():
+def test_near_n_the_fit_is_exact_kernel_ridge(monkeypatch):
     rng = np.random.RandomState(0)
     X = rng.uniform(-1, 1, (300, 2))
     y = np.sin(6 * X[:, 0]) + 0.05 * rng.randn(300)
     # A narrow kernel and a small penalty: every row matters.
     kw = dict(alpha=300 * 1e-7, gamma=30.0)
+    certified_ranks = []
+
+    def recording(factor, *args, **kwargs):
+        certified_ranks.append(factor.rank)
+        return loss_certificate(factor, *args, **kwargs)
+
+    monkeypatch.setattr(_estimate, "loss_certificate", recording)
     model = DoFKernelRidge(fit_intercept=False, random_state=0, **kw).fit(X, y)
     assert model.nystroem_.exact_ and model.n_components_ == 300
+    # The round to every row computes no leave-one-out errors: the exact
+    # method loses nothing, and its certificate would cost n^3.
+    assert certified_ranks and max(certified_ranks) <= 150
+    assert model.nystroem_.loss_estimate_ == 0.0
+    # The scores' bounds of the round before: d_eff <= d_max <= n.
+    assert 0 < model.effective_dof_ <= model.dof_ <= 300
     exact = KernelRidge(kernel="rbf", **kw).fit(X, y)
     X_new = rng.uniform(-1, 1, (50, 2))
     np.testing.assert_allclose(model.predict(X_new), exact.predict(X_new), atol=1e-7)

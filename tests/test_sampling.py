@@ -40,6 +40,21 @@ def test_block_factor_is_nystroem_approximation(K):
     np.testing.assert_allclose(chol.residual, np.diag(K - L), atol=1e-8)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gram_grown_by_rounds_is_the_gram_of_the_factor(K, dtype):
+    # Each round adds only its new columns' blocks to G^T G: after rounds of
+    # 0, 7, 25 and 40 columns it must still be the Gram matrix of the whole
+    # factor, as computed afresh.
+    idx = uniform_columns(120, 40, random_state=2)
+    chol = PartialCholesky(_matrix_columns(K.astype(dtype)), np.diag(K).astype(dtype))
+    assert chol.gram().shape == (0, 0)
+    for stop in (7, 25, 40):
+        chol.add(idx[len(chol.pivots) : stop])
+        G = chol.factor.astype(np.float64)
+        np.testing.assert_allclose(chol.gram(), G.T @ G, rtol=1e-12, atol=1e-12)
+        assert chol.gram() is chol.gram()  # computed once per rank
+
+
 def test_duplicated_landmarks_add_no_rank(K):
     K2 = np.block([[K, K], [K, K]])  # every point twice
     chol = PartialCholesky(_matrix_columns(K2), np.diag(K2).copy())
