@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _array_api, _dask
-from ._nystroem import DoFNystroem
+from ._nystroem import DoFNystroem, _EveryRow
 from ._validation import KERNEL_CONSTRAINTS
 
 # The parameters every estimator forwards to DoFNystroem, and fit_intercept.
@@ -88,6 +88,7 @@ class DoFKernelMixin:
         penalties=None,
         loss_tol=0.01,
         objective="squared",
+        exact_solve=False,
     ):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
@@ -106,6 +107,10 @@ class DoFKernelMixin:
         penalties whose best one the rank is certified for (see
         ``DoFNystroem._fit``); ``objective="logistic"``: ``response`` holds the
         class indices of a binary logistic regression instead.
+
+        ``exact_solve`` (with ``kernel_basis``): when every row is a landmark,
+        return ``K(I, I)`` as ``_nystroem._EveryRow`` instead of blocks, for
+        a fit of exact kernel ridge (see ``DoFNystroem._fit``).
         """
         self.nystroem_ = self._new_nystroem(alpha, dof_tol, loss_tol)
         self.nystroem_._validate_params()
@@ -116,8 +121,11 @@ class DoFKernelMixin:
             center=self.fit_intercept,
             penalties=penalties,
             objective=objective,
+            exact_solve=exact_solve,
         )
         self.n_components_ = self.nystroem_.n_components_
+        if isinstance(factors, _EveryRow):
+            return factors
         # The factor's columns as features in the triangular basis only for
         # the ridge fits (whose coefficients map by R^{-1}); the logistic
         # fit keeps the rotation of normalization_.

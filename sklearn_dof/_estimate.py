@@ -239,6 +239,7 @@ def _certified_estimate(
     max_rank,
     penalties=None,
     objective="squared",
+    every_row_exact=False,
 ):
     """Rounds of ``rule`` until the :class:`LossCertificate` of the factor
     certifies a rank, or ``max_rank`` pivots.
@@ -261,7 +262,9 @@ def _certified_estimate(
     :meth:`~sklearn_dof._certificate.LossCertificate.exact_method`: the
     leave-one-out errors of ``n`` columns (and their score bounds) would
     cost several times the exact fit; the estimate's bounds come from the
-    round before.
+    round before.  With ``every_row_exact`` (squared loss; the caller fits
+    exact kernel ridge from ``K`` itself) that round is not even grown:
+    the certificate is ``exact_method(n, n)``, on the round before's factor.
 
     With ``penalties`` (a grid, for cross-validation), each round first
     picks the penalty of the grid with the smallest leave-one-out error on
@@ -326,6 +329,9 @@ def _certified_estimate(
                 bounds=False,
                 spectrum=False,
             )
+            if every_row_exact and objective == "squared":
+                certificate = LossCertificate.exact_method(n, n)
+                break
     if not certificate.exact:
         dof = _dof_from_factor(
             chol, alpha, n, uniform=rule.uniform_sample, bounds=False, spectrum=False

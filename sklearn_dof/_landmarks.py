@@ -82,6 +82,7 @@ def select_landmarks(
     max_components=None,
     penalties=None,
     objective="squared",
+    every_row_exact=False,
 ):
     """Landmarks of ``rule`` at rank ``n_components`` (an int, ``"auto"`` or
     ``"dof"``).
@@ -126,6 +127,11 @@ def select_landmarks(
         The model the certified rank is for: ridge regression on
         ``response``, or binary logistic regression on the class indices
         ``response`` (shape (n_samples,)).
+    every_row_exact : bool, default=False
+        Whether the caller fits exact kernel ridge from ``K`` itself when
+        every row is a landmark: then a certified rank whose next round
+        would be every row stops there, and its landmarks are all the rows
+        with no factor (which would cost several times that fit to grow).
 
     Returns
     -------
@@ -158,6 +164,7 @@ def select_landmarks(
             max_rank,
             penalties,
             objective,
+            every_row_exact,
         )
         landmarks, chol, estimate, loss, requested, certified_alpha = selected
     elif n_components == "dof":
@@ -227,6 +234,11 @@ def certificate_rows(n_samples, max_rank, random_state):
     return np.sort(uniform_columns(n_samples, max_rows, random_state))
 
 
+def estimate_of(dof):
+    """``(d_max, d_eff, d_ave, columns)`` of a :class:`DegreesOfFreedom`."""
+    return (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
+
+
 def _certified_landmarks(
     access,
     X,
@@ -240,6 +252,7 @@ def _certified_landmarks(
     max_rank,
     penalties,
     objective="squared",
+    every_row_exact=False,
 ):
     """The certified automatic rank of :func:`select_landmarks`.
 
@@ -257,7 +270,7 @@ def _certified_landmarks(
         access = access.row_subset(rows)
         scale = len(rows) / n_samples
         response = response[rows]
-    dof, chol, _, certificate, alpha = _certified_estimate(
+    dof, chol, grow, certificate, alpha = _certified_estimate(
         access,
         alpha * scale,
         loss_tol,
@@ -268,8 +281,21 @@ def _certified_landmarks(
         max_rank,
         None if penalties is None else np.asarray(penalties) * scale,
         objective,
+        every_row_exact and rows is None and penalties is None,
     )
     certified_alpha = None if penalties is None else alpha / scale
+    if certificate.exact and certificate.rank > chol.rank:
+        # Stopped before the round to every row (every_row_exact): all the
+        # rows, in the order the rule would have pivoted them where it is
+        # fixed in advance (the landmarks of the complete factor), else its
+        # pivots first.
+        order = grow.order
+        if order is None or len(order) < n_samples:
+            pivots = np.asarray(chol.pivots, dtype=np.intp)
+            rest = np.setdiff1d(np.arange(n_samples), pivots, assume_unique=True)
+            order = np.concatenate([pivots, rest])
+        landmarks = np.asarray(order[:n_samples], dtype=np.intp).copy()
+        return landmarks, None, estimate_of(dof), 0.0, None, None
     rank = certificate.certified_rank(loss_tol)
     requested = None
     if rank is not None and certificate.complete and rank > _EXACT_FRACTION * n_samples:
@@ -279,7 +305,7 @@ def _certified_landmarks(
         rank = certificate.rank
         requested = certificate.requested_rank(loss_tol, n_samples)
     loss = float(certificate.loss(rank))
-    estimate = (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
+    estimate = estimate_of(dof)
     columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
     if hasattr(rule, "select"):
         landmarks = rule.select(X, max(rank, 1), random_state, precomputed)

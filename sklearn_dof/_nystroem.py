@@ -27,6 +27,7 @@ from ._kernels import (
 from ._landmarks import DEFAULT_MAX_COMPONENTS, select_landmarks
 from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
+    ALWAYS_PSD_KERNELS,
     KERNEL_CONSTRAINTS,
     check_landmark_gram,
     check_penalty_resolution,
@@ -71,6 +72,14 @@ class _LandmarkFactors(NamedTuple):
     rows: object
     features: np.ndarray | None = None
     sums: object = None
+
+
+class _EveryRow(NamedTuple):
+    """Every training row is a landmark: ``K(I, I)`` (rows in landmark
+    order), for an exact kernel ridge fit (``DoFNystroem._fit``'s
+    ``exact_solve``)."""
+
+    gram: np.ndarray
 
 
 def _factor_prefix(chol, landmarks):
@@ -488,6 +497,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         center=True,
         penalties=None,
         objective="squared",
+        exact_solve=False,
     ):
         """Fit on validated ``X``; the landmark factors of a kernel-basis fit.
 
@@ -509,11 +519,25 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         fit (:class:`_LandmarkFactors`), or None when the block was
         eigendecomposed; the fitted transformer keeps no ``p x p`` (or
         ``n x r``) matrix it never transforms with.
+
+        ``exact_solve`` (with ``kernel_basis``): the caller fits exact kernel
+        ridge from ``K`` when every row is a landmark.  Then this returns
+        :class:`_EveryRow`, the block ``K(I, I)``, and factors nothing (the
+        certified rank stops before growing a factor of every row, see
+        :func:`~sklearn_dof._landmarks.select_landmarks`).
         """
         columns = _dask.DaskKernelColumns if _dask.is_dask_array(X) else KernelColumns
         access = columns(X, self.kernel, self._kernel_params(), self.n_jobs)
         n_samples = X.shape[0]
         rule = resolve_sampling(self.sampling, n_samples, self.n_components)
+        # (Other kernels keep the pseudo-inverse of the PSD part of K(I, I)
+        # that check_landmark_gram warns about.)
+        exact_solve = (
+            exact_solve
+            and kernel_basis
+            and isinstance(self.kernel, str)
+            and self.kernel in ALWAYS_PSD_KERNELS
+        )
         n_components = self.n_components
         if isinstance(n_components, Integral) and n_components > n_samples:
             warnings.warn(
@@ -538,6 +562,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             max_components=self.max_components,
             penalties=penalties,
             objective=objective,
+            every_row_exact=exact_solve,
         )
         if selection.alpha is not None:
             self.alpha = selection.alpha
@@ -575,11 +600,20 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         prefix = None
         if self.kernel != "precomputed" and not points:
             prefix = _factor_prefix(chol, landmarks)
-        # Exact kernel ridge: every distinct row is a landmark.
-        self.exact_ = bool(
+        # Exact kernel ridge: every distinct row is a landmark (a complete
+        # factor), or every row is.
+        every_row = bool(
+            not points and landmarks.ndim == 1 and n_components == n_samples
+        )
+        self.exact_ = every_row or bool(
             prefix is not None and chol.complete and n_components == chol.rank
         )
-        if prefix is not None:
+        direct = exact_solve and every_row and prefix is None
+        if direct:
+            # The caller solves with K(I, I) + alpha I itself: no factor of
+            # the block, and normalization_ waits for its first read.
+            pass
+        elif prefix is not None:
             # The landmarks lead the rows' factor G: K(:, I) = G_I-columns,
             # K(I, I) = R^T R with R = G[I, :p]^T, no factorisation to do.
             cholesky = prefix[1]
@@ -591,13 +625,14 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 )
                 if shifted is not None:
                     cholesky, factored = shifted
-        if cholesky is None:
+        if cholesky is None and not direct:
             eigvals, eigvecs, raw_eigvals = _linalg.landmark_eigh(gram)
             check_landmark_gram(gram, self.kernel, raw_eigvals)
             normalization = _linalg.inverse_sqrt_from_eigh(eigvals, eigvecs)
             normalization = normalization.astype(X.dtype, copy=False)
         else:
             eigvals = eigvecs = normalization = None
+            # (A direct fit is of a kernel PSD by construction.)
             check_landmark_gram(gram, self.kernel, positive_definite=True)
         check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
         # With a precomputed kernel a landmark is only its index: storing its
@@ -615,7 +650,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         estimate = selection.estimate
         if points:
             estimate = self._points_dof(access, X, estimate)
-        elif estimate is None and (cholesky is None or chol is not None):
+        elif estimate is None and not direct and (cholesky is None or chol is not None):
             estimate = self._fixed_rank_dof(
                 eigvals, eigvecs, chol, landmarks, n_samples, gram
             )
@@ -625,6 +660,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         # of dof_ and its siblings.
         self._dof = estimate
         self._n_training_rows = n_samples
+        if direct:
+            return _EveryRow(gram)
         if cholesky is None:
             return None
         if prefix is not None:

@@ -35,8 +35,8 @@ from sklearn.utils.validation import (
 
 from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
-from ._nystroem import DoFNystroem
-from ._ridge_solve import cv_errors, ridge_problem
+from ._nystroem import DoFNystroem, _EveryRow
+from ._ridge_solve import cv_errors, exact_kernel_ridge, ridge_problem
 
 # The parameters of both estimators forwarded to DoFNystroem (loss_tol: the
 # certified rank's, tol: the d.o.f. estimate's tolerance).
@@ -88,6 +88,30 @@ class _DoFRidgeMixin(DoFKernelMixin):
                 sample_weight, X, dtype=xp.float64, ensure_non_negative=True
             )
         return X, y, sample_weight
+
+    def _fit_every_row(self, gram, y, sample_weight):
+        """Exact kernel ridge when every row is a landmark
+        (:func:`~sklearn_dof._ridge_solve.exact_kernel_ridge`), in the
+        landmarks' order; False when ``K + alpha I`` has no Cholesky
+        factor."""
+        landmarks = self.nystroem_.component_indices_
+        weights = None if sample_weight is None else sample_weight[landmarks]
+        targets = y.reshape(y.shape[0], -1)[landmarks].astype(np.float64)
+        solved = exact_kernel_ridge(
+            gram, targets, weights, self.alpha, self.fit_intercept
+        )
+        if solved is None:
+            return False
+        dual, intercept = solved
+        self.dual_coef_ = _shape_coef(dual, y.ndim)
+        if not self.fit_intercept:
+            self.intercept_ = 0.0
+        else:
+            self.intercept_ = intercept[0] if y.ndim == 1 else intercept
+        self._coef = None
+        self._n_refine_passes = 0
+        self._refined = True
+        return True
 
     def _set_coef(self, W, problem, y, features):
         """``dual_coef_``, ``intercept_`` (and ``coef_``) from the solution
@@ -400,7 +424,13 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             kernel_basis=kernel_basis,
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             loss_tol=self.loss_tol,
+            exact_solve=True,
         )
+        if isinstance(features, _EveryRow):
+            if self._fit_every_row(features.gram, y, sample_weight):
+                return self
+            # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
+            features = self.nystroem_._training_features(X, kernel_basis=True)
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
         self._n_refine_passes = problem.refine_passes

@@ -27,6 +27,10 @@ from sklearn.utils.validation import check_array
 # Kernels that are not positive semi-definite in general: sigmoid (tanh) for
 # most parameters, additive chi2 always (zero diagonal, negative elsewhere).
 NON_PSD_KERNELS = frozenset({"sigmoid", "additive_chi2"})
+# Kernels PSD on any data and parameters (poly and chi2 are not, for a
+# negative coef0 or negative features): their K(I, I) needs no check beyond
+# the Cholesky factorisation of K + alpha I that an exact fit makes.
+ALWAYS_PSD_KERNELS = frozenset({"rbf", "laplacian", "linear", "cosine"})
 
 # The parameter constraints of a kernel specification, as in
 # sklearn.kernel_approximation.Nystroem, and of n_jobs.

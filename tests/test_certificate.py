@@ -163,6 +163,12 @@ def test_near_n_the_fit_is_exact_kernel_ridge(monkeypatch):
     exact = KernelRidge(kernel="rbf", **kw).fit(X, y)
     X_new = rng.uniform(-1, 1, (50, 2))
     np.testing.assert_allclose(model.predict(X_new), exact.predict(X_new), atol=1e-7)
+    # The transformer alone grows the factor of every row (its features),
+    # still without its certificate.
+    certified_ranks.clear()
+    transformer = DoFNystroem(random_state=0, **kw).fit(X, y)
+    assert transformer.exact_ and transformer.n_components_ == 300
+    assert max(certified_ranks) <= 150 and transformer.loss_estimate_ == 0.0
 
 
 def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import linalg
 from sklearn.base import clone
+from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import Ridge, RidgeCV
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
@@ -179,6 +180,75 @@ def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch, dtype):
             fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
         tol = 1e-8
     np.testing.assert_allclose(fallback, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_exact_kernel_ridge_is_weighted_ridge_on_exact_features(fit_intercept):
+    # Every row a landmark: the dual solve must be the weighted ridge on
+    # features Phi with Phi Phi^T = K, duplicated rows and zero weights
+    # included, for several targets.
+    rng = np.random.RandomState(0)
+    X = rng.randn(70, 3)
+    X = np.vstack([X, X[:10]])
+    Y = np.column_stack([np.sin(X[:, 0]), X[:, 1] ** 2]) + 0.1 * rng.randn(80, 2)
+    weights = rng.uniform(0.2, 3.0, 80)
+    weights[[3, 40]] = 0.0
+    K = rbf_kernel(X, gamma=0.5)
+    eigvals, eigvecs = linalg.eigh(K)
+    Phi = eigvecs * np.sqrt(np.clip(eigvals, 0, None))
+    alpha = 0.05
+    ridge = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="cholesky")
+    expected = ridge.fit(Phi, Y, sample_weight=weights).predict(Phi)
+    dual, intercept = _ridge_solve.exact_kernel_ridge(
+        K.copy(), Y, weights, alpha, fit_intercept
+    )
+    np.testing.assert_allclose(K @ dual + intercept, expected, atol=1e-8)
+    if fit_intercept:
+        np.testing.assert_allclose(dual.sum(axis=0), 0.0, atol=1e-9)
+    else:
+        np.testing.assert_array_equal(intercept, 0.0)
+
+
+def test_every_row_a_landmark_is_kernel_ridge_at_its_cost(monkeypatch):
+    # n_components = n: exact kernel ridge by one Cholesky factorisation of
+    # K + alpha I, not the normal equations of n features (no pass over
+    # kernel blocks, no factor of K(I, I)).
+    rng = np.random.RandomState(1)
+    X, X_new = rng.randn(150, 2), rng.randn(40, 2)
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.randn(150)
+    weights = rng.uniform(0.5, 2.0, 150)
+    monkeypatch.setattr("sklearn_dof._ridge.ridge_problem", None)  # never reached
+    monkeypatch.setattr(_linalg, "landmark_cholesky", None)
+    model = DoFKernelRidge(
+        alpha=1e-3, gamma=1.0, n_components=150, fit_intercept=False, random_state=0
+    ).fit(X, y, sample_weight=weights)
+    assert model.nystroem_.exact_
+    exact = KernelRidge(alpha=1e-3, kernel="rbf", gamma=1.0)
+    exact.fit(X, y, sample_weight=weights)
+    np.testing.assert_allclose(model.predict(X_new), exact.predict(X_new), atol=1e-8)
+    # The transformer's own quantities wait for their first read, and agree.
+    features = model.nystroem_.transform(X)
+    np.testing.assert_allclose(features @ model.coef_, model.predict(X), atol=1e-8)
+    assert 0 < model.effective_dof_ <= model.dof_ <= 150
+
+
+def test_every_row_a_landmark_below_the_rounding_falls_back():
+    # Duplicated rows and a penalty far below the rounding of K: K + alpha I
+    # has no Cholesky factor, and the fit takes the pseudo-inverse features
+    # (a finite interpolant of the distinct rows) instead of failing or
+    # looping in the refinement.
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 2)
+    X = np.vstack([X, X[:20]])
+    y = np.sin(X[:, 0])
+    K = rbf_kernel(X, gamma=1.0)
+    assert _ridge_solve.exact_kernel_ridge(K, y[:, None], None, 1e-300, True) is None
+    model = DoFKernelRidge(n_components=80, alpha=1e-300, gamma=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the penalty's resolution warning
+        model.fit(X, y)
+    assert model.nystroem_.exact_
+    np.testing.assert_allclose(model.predict(X), y, atol=1e-6)
 
 
 def test_indefinite_system_falls_back_to_eigh():
