@@ -603,7 +603,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         # Exact kernel ridge: every distinct row is a landmark (a complete
         # factor), or every row is.
         every_row = bool(
-            not points and landmarks.ndim == 1 and n_components == n_samples
+            not points
+            and landmarks.ndim == 1
+            and n_components == n_samples
+            and np.unique(landmarks).size == n_samples
         )
         self.exact_ = every_row or bool(
             prefix is not None and chol.complete and n_components == chol.rank
