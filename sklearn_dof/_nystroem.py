@@ -611,16 +611,14 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.exact_ = every_row or bool(
             prefix is not None and chol.complete and n_components == chol.rank
         )
+        # direct: the caller solves with K(I, I) + alpha I itself; no factor
+        # of the block, and normalization_ waits for its first read.
         direct = exact_solve and every_row and prefix is None
-        if direct:
-            # The caller solves with K(I, I) + alpha I itself: no factor of
-            # the block, and normalization_ waits for its first read.
-            pass
-        elif prefix is not None:
+        if prefix is not None:
             # The landmarks lead the rows' factor G: K(:, I) = G_I-columns,
             # K(I, I) = R^T R with R = G[I, :p]^T, no factorisation to do.
             cholesky = prefix[1]
-        elif kernel_basis and self.kernel != "precomputed":
+        elif kernel_basis and self.kernel != "precomputed" and not direct:
             cholesky = _linalg.landmark_cholesky(gram)
             if cholesky is None:
                 shifted = _linalg.shifted_landmark_cholesky(

@@ -89,6 +89,13 @@ class _DoFRidgeMixin(DoFKernelMixin):
             )
         return X, y, sample_weight
 
+    def _set_intercept(self, intercept, y):
+        """``intercept_`` in Ridge's convention from one per target."""
+        if not self.fit_intercept:
+            self.intercept_ = 0.0
+        else:
+            self.intercept_ = intercept[0] if y.ndim == 1 else intercept
+
     def _fit_every_row(self, gram, y, sample_weight):
         """Exact kernel ridge when every row is a landmark
         (:func:`~sklearn_dof._ridge_solve.exact_kernel_ridge`), in the
@@ -104,10 +111,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
             return False
         dual, intercept = solved
         self.dual_coef_ = _shape_coef(dual, y.ndim)
-        if not self.fit_intercept:
-            self.intercept_ = 0.0
-        else:
-            self.intercept_ = intercept[0] if y.ndim == 1 else intercept
+        self._set_intercept(intercept, y)
         self._coef = None
         self._n_refine_passes = 0
         self._refined = True
@@ -116,11 +120,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
     def _set_coef(self, W, problem, y, features):
         """``dual_coef_``, ``intercept_`` (and ``coef_``) from the solution
         ``W`` in the basis of the feature blocks."""
-        intercept = problem.intercept(W)
-        if not self.fit_intercept:
-            self.intercept_ = 0.0
-        else:
-            self.intercept_ = intercept[0] if y.ndim == 1 else intercept
+        self._set_intercept(problem.intercept(W), y)
         cholesky = features.cholesky
         if cholesky is None and features.basis is not None:
             cholesky = features.basis.cholesky
@@ -327,6 +327,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     fit holds ``O(p^2 + b p)`` floats for blocks of ``b`` rows, plus the
     ``n x p`` factor of the d.o.f. estimate with ``n_components="auto"`` or
     a non-uniform sampler.
+
+    Every row a landmark (``n_components=n``, or an automatic rank that goes
+    past half of the rows), float64 data and a kernel PSD on any data (rbf,
+    laplacian, linear, cosine): the fit is exact kernel ridge, solved as
+    :class:`~sklearn.kernel_ridge.KernelRidge` solves it, by one Cholesky
+    factorisation of ``K + alpha I`` (``n x n``), not through features.
 
     References
     ----------
