@@ -24,11 +24,10 @@ changes nothing else.
 """
 
 import numpy as np
-from scipy.linalg import blas
 from sklearn import get_config
 from sklearn.utils import gen_batches
 
-from . import _parallel
+from . import _blas, _parallel
 from ._kernels import kernel_block
 
 # A block of rows holds the kernel block, its features and one temporary of
@@ -97,11 +96,14 @@ class _GramSum:
     again; above 32 MiB (``p > 2048`` in float64) the allocator also hands
     each back to the operating system, which must zero fresh pages for the
     next.  So numpy's products go to one scratch array, reused.  On a single
-    BLAS thread, scipy's syrk adds each block into the sum in place instead
-    (lower triangle only, mirrored once at the end): no scratch array, no
-    second pass over it.  On more threads that would put a second OpenBLAS
-    thread pool beside numpy's, alternating with it in the loop, and the two
-    fight for the cores (doc/architecture.rst, measurements).
+    BLAS thread (every worker of a parallel pass, or a serial fit), float64
+    blocks are added into the sum in place by scipy's syrk instead
+    (:func:`_blas.syrk_lower_add`; lower triangle only, mirrored once at the
+    end): no scratch array, so a worker holds one ``p x p`` array, not two,
+    and no second pass over it.  On more BLAS threads that would put a
+    second OpenBLAS thread pool beside numpy's, alternating with it in the
+    loop, and the two fight for the cores (doc/architecture.rst,
+    measurements).
     """
 
     __slots__ = ("total", "scratch", "lower_only")
@@ -113,22 +115,13 @@ class _GramSum:
     def add(self, term):
         B = term.block
         if self.total is None:
-            # scipy's BLAS wrappers hold the GIL: never in a worker of a
-            # parallel pass, whose threads would then run one at a time.
-            self.lower_only = (
-                B.dtype == np.float64
-                and not _parallel.in_worker()
-                and _one_blas_thread()
-            )
+            self.lower_only = B.dtype == np.float64 and _in_place_syrk()
             if not self.lower_only:
                 self.total = term.dense()
                 return self
             self.total = np.zeros((B.shape[1], B.shape[1]), order="F")
         if self.lower_only:
-            # B^T in Fortran order is B's C-order memory: no copy.
-            self.total = blas.dsyrk(
-                1.0, B.T, beta=1.0, c=self.total, trans=0, lower=1, overwrite_c=1
-            )
+            _blas.syrk_lower_add(self.total, B)
             return self
         if self.scratch is None or self.scratch.dtype != B.dtype:
             self.scratch = np.empty((B.shape[1], B.shape[1]), dtype=B.dtype)
@@ -172,6 +165,15 @@ def _one_blas_thread():
     the workers of a parallel pass (False when none is recognised: the
     general route then)."""
     return _parallel.blas_threads() == 1
+
+
+def _in_place_syrk():
+    """Whether float64 Gram sums are updated in place by scipy's syrk: every
+    BLAS loaded in the process runs a single thread, as in the workers of a
+    parallel pass (False when none is recognised: the general route then),
+    and, in a worker, the call releases the GIL (scipy's Python wrappers
+    do not: the workers would run one at a time)."""
+    return _one_blas_thread() and (_blas.releases_gil() or not _parallel.in_worker())
 
 
 def _merge(total, other):
@@ -219,8 +221,9 @@ def _threads_and_batch(
 ):
     """Worker threads and rows per block of a pass over ``n_samples`` rows.
 
-    Each worker holds a block's buffers and (``accumulator``) two ``p x p``
-    float64 arrays of its own (its sum and the product it adds).  The
+    Each worker holds a block's buffers and (``accumulator``) its ``p x p``
+    float64 sum, and a second one for the product it adds unless float64
+    sums are updated in place (see :class:`_GramSum`).  The
     workers are as many as :func:`_parallel.n_threads` allows and the budget
     holds with blocks of at least 256 rows; the blocks are as large as the
     rest of the budget allows (see :func:`row_batch_size`), in a number
@@ -230,8 +233,9 @@ def _threads_and_batch(
     threads = _parallel.n_threads()
     if threads > 1:
         budget = working_memory * 2**20
-        # A worker's float64 sum and the product it adds (see _GramSum).
-        accumulator = 2 * 8 * n_components**2 if accumulator else 0
+        accumulator = (
+            _accumulators(itemsize) * 8 * n_components**2 if accumulator else 0
+        )
         row_bytes = _BUFFERS_PER_ROW * max(n_components, 1) * itemsize
         smallest = accumulator + row_bytes * min(n_samples, 256)
         threads = max(1, min(threads, int(budget // smallest)))
@@ -240,6 +244,13 @@ def _threads_and_batch(
     share = (working_memory * 2**20 / threads - accumulator) / 2**20
     rows = row_batch_size(n_samples, n_components, itemsize, share)
     return threads, _parallel.balanced_batch_size(n_samples, rows, threads)
+
+
+def _accumulators(itemsize):
+    """``p x p`` float64 arrays a worker of a parallel Gram pass holds: its
+    sum, and the product it adds unless syrk adds float64 blocks in place
+    (see :class:`_GramSum`)."""
+    return 1 if itemsize == 8 and _blas.releases_gil() else 2
 
 
 def for_row_blocks(function, n_samples, n_columns, itemsize=8, max_block_bytes=None):

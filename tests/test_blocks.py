@@ -7,7 +7,13 @@ import pytest
 from sklearn import config_context
 from threadpoolctl import threadpool_limits
 
-from sklearn_dof import DoFKernelLogisticRegression, DoFKernelRidge, DoFKernelRidgeCV
+from sklearn_dof import (
+    DoFKernelLogisticRegression,
+    DoFKernelRidge,
+    DoFKernelRidgeCV,
+    _blas,
+    _parallel,
+)
 from sklearn_dof._blocks import FeatureBlocks, normal_equations, row_batch_size
 
 
@@ -51,6 +57,35 @@ def _check_normal_equations(fit_intercept):
     np.testing.assert_allclose(gram, Phi_c.T @ (sw[:, None] * Phi_c), rtol=1e-9)
     np.testing.assert_allclose(rhs, Phi_c.T @ (sw[:, None] * y_c), rtol=1e-9)
     # Summed as lower triangles (syrk), completed exactly.
+    np.testing.assert_array_equal(gram, gram.T)
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_workers_add_their_blocks_into_one_sum_each(in_place, monkeypatch):
+    # Where scipy's syrk can be called without the GIL, each worker adds its
+    # blocks into its own sum in place; elsewhere it takes numpy's product
+    # into a scratch array.  Same normal equations either way.
+    if in_place and not _blas.releases_gil():
+        pytest.skip("scipy's dsyrk is not reachable through its Cython API")
+    if not in_place:
+        monkeypatch.setattr(_blas, "_dsyrk", False)
+    in_worker = []
+    syrk = _blas.syrk_lower_add
+
+    def spy(C, B):
+        in_worker.append(_parallel.in_worker())
+        return syrk(C, B)
+
+    monkeypatch.setattr(_blas, "syrk_lower_add", spy)
+    rng = np.random.RandomState(3)
+    Phi = rng.randn(4000, 7) + 10.0
+    y = rng.randn(4000, 1)
+    with _parallel.use_n_jobs(2):
+        blocks = FeatureBlocks.from_array(Phi, working_memory=0.2)
+        gram, _, _, _ = normal_equations(blocks, y, np.ones(4000), False)
+    assert blocks.n_threads == 2 and len(blocks.slices) >= 4
+    assert (in_worker and all(in_worker)) if in_place else not in_worker
+    np.testing.assert_allclose(gram, Phi.T @ Phi, rtol=1e-12)
     np.testing.assert_array_equal(gram, gram.T)
 
 
