@@ -2,10 +2,12 @@
 # The one prepared script of a session on the project's device machine
 # (16 cores + one GPU; numpy, scipy, scikit-learn and torch installed, no
 # internet): issue 20's GPU table, then issue 19's thread scaling.  Writes
-# everything under $OUT; each part has its own time limit, and each
-# benchmark appends its results to progress.jsonl as they come.
+# everything under $OUT; each part has its own time limit (GPU_LIMIT=0
+# skips the GPU part), and each benchmark appends its results to
+# progress.jsonl as they come.
 #
 #   OUT=/tmp/out bash benchmarks/device_session.sh
+#   OUT=/tmp/out GPU_LIMIT=0 WM_COMPARE= bash benchmarks/device_session.sh
 set -u
 OUT=${OUT:?set OUT}
 export PYTHONPATH=$PWD:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}
@@ -14,15 +16,23 @@ export PYTHONPATH=$PWD:$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
   python -c "import numpy, scipy, sklearn, torch; print(numpy.__version__, scipy.__version__, sklearn.__version__, torch.__version__)"
   python -c "import numpy, threadpoolctl, json; print(json.dumps(threadpoolctl.threadpool_info()))"
+  python -c "from sklearn_dof import _blas; print('in-place syrk without the GIL:', _blas.releases_gil())"
   git log -1 --format='%H %s' 2>/dev/null || true
 } > "$OUT/machine.txt" 2>&1
 
-timeout -k 5 "${GPU_LIMIT:-200}" python benchmarks/bench_gpu.py \
-  --n 100000,1000000 --output-dir "$OUT/gpu" > "$OUT/gpu.log" 2>&1
-echo "gpu rc=$?" >> "$OUT/machine.txt"
+if [ "${GPU_LIMIT:-200}" -gt 0 ]; then
+  timeout -k 5 "${GPU_LIMIT:-200}" python benchmarks/bench_gpu.py \
+    --n 100000,1000000 --output-dir "$OUT/gpu" > "$OUT/gpu.log" 2>&1
+  echo "gpu rc=$?" >> "$OUT/machine.txt"
+fi
 
+# WM_COMPARE (MiB, 4096 unless set empty): also the largest thread count
+# under that working_memory.
+WM=${WM_COMPARE-4096}
+WM_ARGS=()
+[ -n "$WM" ] && WM_ARGS=(--compare-working-memory "$WM")
 timeout -k 5 "${CORES_LIMIT:-360}" python benchmarks/bench_scaling.py --parts cores \
-  --core-counts 1,2,4,8,16 --aux-counts 1,4,16 --compare-working-memory 4096 \
+  --core-counts 1,2,4,8,16 --aux-counts 1,4,16 "${WM_ARGS[@]}" \
   --output-dir "$OUT/cores" > "$OUT/cores.log" 2>&1
 echo "cores rc=$?" >> "$OUT/machine.txt"
-tail -n 5 "$OUT/gpu.log" "$OUT/cores.log"
+tail -n 5 "$OUT"/*.log
