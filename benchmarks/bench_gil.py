@@ -3,17 +3,20 @@
 The worker threads of ``sklearn_dof._parallel`` run the BLAS on one thread
 each, side by side; that only helps for calls that release the GIL.  This
 script times ``B^T B`` for a 2000 x 2000 block, five times, by scipy's
-``dsyrk`` (added in place into a sum) and by numpy's ``matmul`` (into a
-scratch array, then added), on one thread and on two Python threads at once
-(the BLAS limited to one thread), and the same with the BLAS's own two
-threads.  Reported: GFLOP/s (``n^3`` per product) of each, all threads
-together.
+``dsyrk`` (added in place into a sum) through its Python wrapper and through
+the pointer of its Cython API called by :mod:`ctypes` (the route of the
+library's workers, written again here from the public APIs), and by
+numpy's ``matmul`` (into a scratch array, then added), on one thread and
+on two Python threads at once (the BLAS limited to one thread), and the
+same with the BLAS's own two threads.  Reported: GFLOP/s (``n^3`` per
+product) of each, all threads together.
 
 Usage::
 
     python benchmarks/bench_gil.py
 """
 
+import ctypes
 import json
 import threading
 import time
@@ -29,6 +32,33 @@ def scipy_syrk(B):
     C = np.zeros((SIZE, SIZE), order="F")
     for _ in range(REPEATS):
         C = blas.dsyrk(1.0, B.T, beta=1.0, c=C, trans=0, lower=1, overwrite_c=1)
+
+
+def _dsyrk_pointer():
+    """scipy's ``dsyrk`` from ``scipy.linalg.cython_blas``, as a ctypes
+    function (which releases the GIL while it runs)."""
+    from scipy.linalg import cython_blas
+
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    capsule = cython_blas.__pyx_capi__["dsyrk"]
+    address = api.PyCapsule_GetPointer(capsule, api.PyCapsule_GetName(capsule))
+    return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 10)(address)
+
+
+def ctypes_syrk(B):
+    dsyrk = _dsyrk_pointer()
+    C = np.zeros((SIZE, SIZE), order="F")
+    n, one = ctypes.c_int(SIZE), ctypes.c_double(1.0)
+    # (uplo, trans, n, k, alpha, a, lda, beta, c, ldc), all by pointer.
+    args = [b"L", b"N", *[ctypes.addressof(n)] * 2, ctypes.addressof(one)]
+    args += [B.ctypes.data, ctypes.addressof(n), ctypes.addressof(one)]
+    args += [C.ctypes.data, ctypes.addressof(n)]
+    for _ in range(REPEATS):
+        dsyrk(*args)
 
 
 def numpy_product(B):
@@ -50,7 +80,7 @@ def gflops(function, B, threads):
 def main():
     B = np.random.default_rng(0).standard_normal((SIZE, SIZE))
     out = {}
-    for function in (scipy_syrk, numpy_product):
+    for function in (scipy_syrk, ctypes_syrk, numpy_product):
         name = function.__name__
         with threadpool_limits(limits=1, user_api="blas"):
             out[f"{name}, 1 thread"] = gflops(function, B, 1)

@@ -33,7 +33,8 @@ calling thread alone when that is not the main thread (the caller's own
 parallelism); -1 all cores.  An estimator sets it for the duration of its
 methods (:func:`use_n_jobs`), so the numerical helpers it calls need no
 argument.  scipy's BLAS wrappers hold the GIL: a worker uses numpy's
-products only (:func:`in_worker` tells which path a function is on).
+products, and scipy's ``dsyrk`` only through :mod:`sklearn_dof._blas`,
+which releases it (:func:`in_worker` tells which path a function is on).
 """
 
 import functools
