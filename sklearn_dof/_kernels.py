@@ -52,7 +52,7 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
 
 # Entries per chunk of the elementwise part of the RBF kernel: a chunk stays
 # in a core's L2 cache through the clip and the exponential.
-_RBF_CHUNK = 2**16
+_RBF_CHUNK = 2**18
 # Rows per worker below which a kernel block is evaluated by one thread.
 _MIN_PARALLEL_ROWS = 256
 
