@@ -29,7 +29,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-CHUNK = 2**16  # entries per chunk, as the library's _kernels._RBF_CHUNK
+# Entries per chunk: the library's _kernels._RBF_CHUNK until commit 62f3b76.
+CHUNK = 2**16
 GAMMA = 1.0 / 18
 
 

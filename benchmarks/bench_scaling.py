@@ -126,8 +126,10 @@ def gemm_rate(size=2000, rows=20000):
 
 
 # Entries per chunk of the elementwise part of the RBF kernel: a chunk stays
-# in a core's L2 cache from its product through the clip and the exponential.
-RBF_CHUNK = 2**16
+# in a core's cache from its product through the clip and the exponential
+# (2**16 until commit 62f3b76, with np.clip, whose Python wrapper made the
+# floor's kernel slower on 16 threads than on 8).
+RBF_CHUNK = 2**18
 
 
 def _rbf_rows(X, landmarks, gamma, out):
@@ -153,7 +155,7 @@ def _rbf_rows(X, landmarks, gamma, out):
         chunk = out[lo : lo + rows]
         np.matmul(X_aug[lo : lo + rows], L_aug_t, out=chunk)
         # Rounding can leave a tiny positive exponent for nearby points.
-        np.clip(chunk, None, 0.0, out=chunk)
+        np.minimum(chunk, 0.0, out=chunk)
         np.exp(chunk, out=chunk)
 
 

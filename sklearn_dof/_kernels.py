@@ -50,8 +50,14 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
     return params
 
 
-# Entries per chunk of the elementwise part of the RBF kernel: a chunk stays
-# in a core's L2 cache through the clip and the exponential.
+# Entries per chunk of the elementwise part of the RBF kernel (2 MiB in
+# float64): a chunk stays in a core's L2 or L3 share through the clip and the
+# exponential, and its three numpy calls are long enough that their Python
+# overhead, serialised by the GIL, stays small beside them on many threads.
+# 2**16 (32 rows at p = 2000) made each refinement pass over the kernel a
+# fifth longer on 2 threads (benchmarks/profile_fit.py), and numpy calls on
+# such chunks scaled no further than 4 to 8 threads on 16 cores
+# (benchmarks/bench_kernel_threads.py).
 _RBF_CHUNK = 2**18
 # Rows per worker below which a kernel block is evaluated by one thread.
 _MIN_PARALLEL_ROWS = 256
