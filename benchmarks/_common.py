@@ -23,6 +23,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -41,6 +42,18 @@ from sklearn_dof.datasets import make_periodic_spline, periodic_spline_kernel
 # The paper's lambda range, wide enough that the optimum of every periodic
 # spline problem of Bach (2013) at n <= 10^4 lies inside it.
 DEFAULT_LAMBDAS = np.logspace(-9, -1, 25)
+
+
+def seconds_in_threads(function, threads):
+    """Wall seconds of ``function(i)`` for ``i`` in ``range(threads)``, each
+    on a Python thread of its own, all at once."""
+    workers = [threading.Thread(target=function, args=(i,)) for i in range(threads)]
+    t = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return time.perf_counter() - t
 
 
 def make_problem(n_samples, *, beta, delta, design="uniform", noise=1.0, seed=0):

@@ -23,10 +23,9 @@ lines.
 import argparse
 import itertools
 import json
-import threading
-import time
 
 import numpy as np
+from _common import seconds_in_threads
 from threadpoolctl import threadpool_limits
 
 # Entries per chunk: the library's _kernels._RBF_CHUNK until commit 62f3b76.
@@ -86,13 +85,7 @@ def seconds(name, X_aug, L_t, threads, block_rows, chunk_entries=CHUNK):
                 chunk_entries,
             )
 
-    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
-    t = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return time.perf_counter() - t
+    return seconds_in_threads(work, threads)
 
 
 def main(argv=None):

@@ -26,7 +26,6 @@ import json
 import os
 import pstats
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_scaling  # noqa: E402
+from _common import seconds_in_threads  # noqa: E402
 
 PHASES = {
     "gram_pass": "normal_equations",
@@ -45,16 +45,6 @@ PHASES = {
 
 def _threads():
     return int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count())
-
-
-def _in_threads(function, threads):
-    workers = [threading.Thread(target=function, args=(i,)) for i in range(threads)]
-    t = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return time.perf_counter() - t
 
 
 def worker_syrk_rate(p, rows=1024, repeats=4):
@@ -69,7 +59,7 @@ def worker_syrk_rate(p, rows=1024, repeats=4):
             np.matmul(blocks[i].T, blocks[i], out=scratch[i])
 
     with threadpool_limits(1, user_api="blas"):
-        seconds = min(_in_threads(work, threads) for _ in range(2))
+        seconds = min(seconds_in_threads(work, threads) for _ in range(2))
     return threads * repeats * rows * p * p / seconds
 
 
@@ -86,7 +76,7 @@ def worker_kernel_seconds(X, landmarks, block_rows):
             )
 
     with threadpool_limits(1, user_api="blas"):
-        return _in_threads(work, threads)
+        return seconds_in_threads(work, threads)
 
 
 def main(argv=None):
