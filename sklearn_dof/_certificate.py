@@ -105,10 +105,14 @@ class LossCertificate:
     exact : bool
         Whether this is :meth:`exact_method`'s certificate, estimated from
         no leave-one-out error.
+    leverage_bounds : ndarray of shape (n,) or None
+        The leverage scores of the uncentred factor at rank ``r``, when the
+        certificate's pass computed them (:func:`loss_certificate`).
     """
 
     def __init__(self, ranks, squares, position, complete=False, floor=0.0, margin=2.0):
         self.exact = False
+        self.leverage_bounds = None
         self.ranks = ranks
         self.errors = squares.mean(axis=0)
         self.complete = complete
@@ -185,7 +189,14 @@ class LossCertificate:
 
 
 def loo_curve(
-    factor, response, alpha, center=True, n_ranks=64, weights=None, row_loss=None
+    factor,
+    response,
+    alpha,
+    center=True,
+    n_ranks=64,
+    weights=None,
+    row_loss=None,
+    scores=False,
 ):
     """Leave-one-out error of the ridge fit at prefix ranks of a factor.
 
@@ -222,6 +233,14 @@ def loo_curve(
         a block of rows, ``sqrt(w_i) (y_i - z_i^{-i})`` of shape
         ``(b, n_targets, n_grid)``, to losses of shape ``(b, n_grid)``
         (None: their squares summed over the targets).
+    scores : bool, default=False
+        Also return the leverage scores of the uncentred factor at rank
+        ``r``, ``diag G (G^T G + alpha I)^{-1} G^T``, the lower bounds of
+        the ridge leverage scores that :mod:`sklearn_dof._dof` reports
+        (unweighted only).  With the intercept they follow from the centred
+        ``Z`` of the same pass by the Sherman-Morrison formula
+        (``G^T G = G_c^T G_c + n m m^T``): ``O(n r)`` more, instead of a
+        pass of ``O(n r^2)`` of their own.
 
     Returns
     -------
@@ -230,7 +249,11 @@ def loo_curve(
     squares : ndarray of shape (n, len(ranks))
         Squared leave-one-out residuals (summed over the targets), or the
         ``row_loss`` of them, of every row at each rank.
+    scores : ndarray of shape (n,)
+        Only with ``scores``: the uncentred leverage scores at rank ``r``.
     """
+    if scores and weights is not None:
+        raise ValueError("scores are the unweighted factor's")
     G = factor.factor
     n, r = G.shape
     y = np.asarray(response, dtype=np.float64)
@@ -263,8 +286,9 @@ def loo_curve(
     everything = slice(0, n)
     scale = np.maximum(1.0 - leverage, _LEVERAGE_FLOOR)
     squares[:, 0] = row_loss(everything, (y / scale[:, None])[:, :, None])[:, 0]
+    uncentred = np.zeros(n) if scores else None
     if r == 0:
-        return ranks, squares
+        return (ranks, squares, uncentred) if scores else (ranks, squares)
     # A penalty below the rounding of the Gram matrix (which the estimators
     # warn about) is taken at that rounding: the certificate needs a factor.
     shift = max(alpha, r * np.finfo(float).eps * float(np.abs(np.diag(gram)).max()))
@@ -284,6 +308,9 @@ def loo_curve(
     m = T.shape[1]
     fit_map = np.concatenate([R_inv.T @ (u[:, t, None] * T) for t in range(k)], axis=1)
     panels = _triangular_panels(r)
+    # R^{-1} m, for the uncentred scores: g_i = (g_i - m) + m.
+    v = R_inv @ mean
+    v_sq = float(v @ v)
 
     def work(slices):
         for rows in slices:
@@ -296,8 +323,17 @@ def loo_curve(
                 # b columns of G_c only (about half the flops of a full
                 # product).
                 np.matmul(G_c[:, :b], R_inv[a:b, :b].T, out=Z[:, a:b])
+            if scores:
+                Zv = Z @ v
             np.multiply(Z, Z, out=Z)
             leverages = leverage[rows, None] + Z @ T
+            if scores:
+                # ||R^{-1} g_i||^2, less the rank-one term of n m m^T.
+                centred = leverages[:, -1] - leverage[rows]
+                cross = Zv + v_sq
+                uncentred[rows] = (
+                    centred + 2.0 * Zv + v_sq - n * cross**2 / (1.0 + n * v_sq)
+                )
             fitted = (G_c @ fit_map).reshape(-1, k, m)
             scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
             residuals = (y[rows, :, None] - fitted) / scale[:, None, :]
@@ -307,7 +343,7 @@ def loo_curve(
     # reuses them from block to block (fresh pages cost more to first touch
     # than the products take).
     for_row_blocks(work, n, r, max_block_bytes=_BLOCK_BYTES)
-    return ranks, squares
+    return (ranks, squares, uncentred) if scores else (ranks, squares)
 
 
 def _squares(rows, residuals):
@@ -346,9 +382,11 @@ def loss_certificate(factor, response, alpha, center=True):
     -------
     certificate : LossCertificate
     """
-    ranks, squares = loo_curve(factor, response, alpha, center)
+    ranks, squares, scores = loo_curve(factor, response, alpha, center, scores=True)
     floor = _ERROR_FLOOR * float(np.var(response, axis=0).sum())
-    return _certificate_of(factor, ranks, squares, floor)
+    certificate = _certificate_of(factor, ranks, squares, floor)
+    certificate.leverage_bounds = scores
+    return certificate
 
 
 def _certificate_of(factor, ranks, losses, floor):

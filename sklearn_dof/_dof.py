@@ -343,13 +343,19 @@ def _sampling_scores(chol, alpha):
     return np.minimum(lower + chol.residual / alpha, 1.0)
 
 
-def _dof_from_factor(chol, alpha, n, uniform=True, bounds=True, spectrum=True):
+def _dof_from_factor(
+    chol, alpha, n, uniform=True, bounds=True, spectrum=True, lower=None
+):
+    """The :class:`DegreesOfFreedom` of a factor; ``lower``, when given, are
+    its scores' lower bounds already computed (see ``loo_curve``)."""
     if bounds:
         lower, estimate, upper = leverage_score_bounds(
             chol.factor, chol.pivots, chol.residual, alpha
         )
     else:
-        lower, estimate, upper = _lower_bounds(chol, alpha), None, None
+        if lower is None:
+            lower = _lower_bounds(chol, alpha)
+        estimate, upper = None, None
         estimate = np.clip(lower + 0.5 * chol.residual / alpha, lower, 1.0)
     d_ave = _averaged_dof(chol, alpha, n, uniform) if spectrum else np.nan
     return DegreesOfFreedom(

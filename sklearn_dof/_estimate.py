@@ -328,13 +328,22 @@ def _certified_estimate(
                 uniform=rule.uniform_sample,
                 bounds=False,
                 spectrum=False,
+                lower=certificate.leverage_bounds,
             )
             if every_row_exact and objective == "squared":
                 certificate = LossCertificate.exact_method(n, n)
                 break
     if not certificate.exact:
+        # The scores of the last certificate's pass when it made them, on
+        # this same factor.
         dof = _dof_from_factor(
-            chol, alpha, n, uniform=rule.uniform_sample, bounds=False, spectrum=False
+            chol,
+            alpha,
+            n,
+            uniform=rule.uniform_sample,
+            bounds=False,
+            spectrum=False,
+            lower=certificate.leverage_bounds,
         )
     # d_ave from the spectrum of the first landmarks' Gram matrix (numpy's
     # LAPACK, see loo_curve): the top of the spectrum, which d_ave sums,

@@ -18,6 +18,7 @@ from sklearn_dof import (
     auto_rank,
 )
 from sklearn_dof._certificate import loo_curve, loss_certificate
+from sklearn_dof._dof import _lower_bounds
 from sklearn_dof._kernels import KernelColumns
 from sklearn_dof._ridge import DEFAULT_LAMBDAS
 from sklearn_dof._samplers import partial_cholesky_of
@@ -68,6 +69,27 @@ def test_loo_curve_is_the_leave_one_out_of_every_prefix_rank(center):
         H += 1 / 300 if center else 0.0
         loo = (T - H @ T) / (1 - np.diag(H))[:, None]
         np.testing.assert_allclose(squares[:, j], (loo**2).sum(axis=1), rtol=1e-9)
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_loo_pass_gives_the_uncentred_scores_of_the_factor(center):
+    # The lower bounds diag G (G^T G + alpha I)^-1 G^T that the degrees of
+    # freedom report, made by the certificate's pass (centred Z, then the
+    # rank-one correction), against a solve on the uncentred factor.
+    rng = np.random.RandomState(5)
+    X = rng.randn(400, 3) + 2.0
+    y = np.sin(X[:, 0])[:, None]
+    chol = _factor(X, 0.3, np.arange(0, 400, 4))
+    alpha = 0.05
+    _, _, scores = loo_curve(chol, y, alpha, center, scores=True)
+    G = chol.factor
+    expected = np.einsum(
+        "ij,ji->i", G, np.linalg.solve(G.T @ G + alpha * np.eye(G.shape[1]), G.T)
+    )
+    np.testing.assert_allclose(scores, expected, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(scores, _lower_bounds(chol, alpha), rtol=1e-8)
+    certificate = loss_certificate(chol, y, alpha, center)
+    np.testing.assert_allclose(certificate.leverage_bounds, expected, rtol=1e-8)
 
 
 def test_certificate_is_monotone_and_tracks_the_measured_loss(problem):
