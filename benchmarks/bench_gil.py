@@ -18,10 +18,9 @@ Usage::
 
 import ctypes
 import json
-import threading
-import time
 
 import numpy as np
+from _common import seconds_in_threads
 from scipy.linalg import blas
 from threadpoolctl import threadpool_limits
 
@@ -68,13 +67,8 @@ def numpy_product(B):
 
 
 def gflops(function, B, threads):
-    workers = [threading.Thread(target=function, args=(B,)) for _ in range(threads)]
-    start = time.perf_counter()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return threads * REPEATS * SIZE**3 / (time.perf_counter() - start) / 1e9
+    seconds = seconds_in_threads(lambda _: function(B), threads)
+    return threads * REPEATS * SIZE**3 / seconds / 1e9
 
 
 def main():

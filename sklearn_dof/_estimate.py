@@ -321,30 +321,12 @@ def _certified_estimate(
         if p >= n:
             # The scores' bounds from this factor, of at most n / 2 columns
             # (lower bounds still: L grows with its columns).
-            dof = _dof_from_factor(
-                chol,
-                alpha,
-                n,
-                uniform=rule.uniform_sample,
-                bounds=False,
-                spectrum=False,
-                lower=certificate.leverage_bounds,
-            )
+            dof = _certified_dof(chol, alpha, n, rule, certificate)
             if every_row_exact and objective == "squared":
                 certificate = LossCertificate.exact_method(n, n)
                 break
     if not certificate.exact:
-        # The scores of the last certificate's pass when it made them, on
-        # this same factor.
-        dof = _dof_from_factor(
-            chol,
-            alpha,
-            n,
-            uniform=rule.uniform_sample,
-            bounds=False,
-            spectrum=False,
-            lower=certificate.leverage_bounds,
-        )
+        dof = _certified_dof(chol, alpha, n, rule, certificate)
     # d_ave from the spectrum of the first landmarks' Gram matrix (numpy's
     # LAPACK, see loo_curve): the top of the spectrum, which d_ave sums,
     # without an O(r^3) eigendecomposition of a factor near n.
@@ -353,6 +335,20 @@ def _certified_estimate(
     spectrum = np.linalg.eigvalsh(gram) if head else np.zeros(0)
     dof.d_ave = float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
     return dof, chol, grow, certificate, alpha
+
+
+def _certified_dof(chol, alpha, n, rule, certificate):
+    """The lower bounds of the scores of the factor that ``certificate`` was
+    computed on, from its leave-one-out pass when that pass made them."""
+    return _dof_from_factor(
+        chol,
+        alpha,
+        n,
+        uniform=rule.uniform_sample,
+        bounds=False,
+        spectrum=False,
+        lower=certificate.leverage_bounds,
+    )
 
 
 def _first_round(max_rank, n_samples):
