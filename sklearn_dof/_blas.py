@@ -43,25 +43,30 @@ _DSYRK = ctypes.CFUNCTYPE(
 _dsyrk = None  # the ctypes function once looked up; False if it cannot be
 
 
+def _lookup_dsyrk():
+    """scipy's ``dsyrk`` as a ctypes function, or False."""
+    try:
+        from scipy.linalg import cython_blas
+
+        capsule = cython_blas.__pyx_capi__["dsyrk"]
+        get_name = ctypes.pythonapi.PyCapsule_GetName
+        get_name.restype = ctypes.c_char_p
+        get_name.argtypes = [ctypes.py_object]
+        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        get_pointer.restype = ctypes.c_void_p
+        get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        address = get_pointer(capsule, get_name(capsule))
+    except (ImportError, AttributeError, KeyError, ValueError):
+        return False
+    return _DSYRK(address) if address else False
+
+
 def _nogil_dsyrk():
+    # One assignment, so that threads racing through the first call never
+    # see a half-done lookup.
     global _dsyrk
     if _dsyrk is None:
-        _dsyrk = False
-        try:
-            from scipy.linalg import cython_blas
-
-            capsule = cython_blas.__pyx_capi__["dsyrk"]
-            get_name = ctypes.pythonapi.PyCapsule_GetName
-            get_name.restype = ctypes.c_char_p
-            get_name.argtypes = [ctypes.py_object]
-            get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-            get_pointer.restype = ctypes.c_void_p
-            get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-            address = get_pointer(capsule, get_name(capsule))
-            if address:
-                _dsyrk = _DSYRK(address)
-        except (ImportError, AttributeError, KeyError, ValueError):
-            pass
+        _dsyrk = _lookup_dsyrk()
     return _dsyrk
 
 

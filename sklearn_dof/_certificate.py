@@ -237,8 +237,10 @@ def loo_curve(
         Also return the leverage scores of the uncentred factor at rank
         ``r``, ``diag G (G^T G + alpha I)^{-1} G^T``, the lower bounds of
         the ridge leverage scores that :mod:`sklearn_dof._dof` reports
-        (unweighted only).  With the intercept they follow from the centred
-        ``Z`` of the same pass by the Sherman-Morrison formula
+        (unweighted only; ``alpha`` raised to the Gram matrix's rounding
+        level where it is below, as for the leave-one-out errors).  With
+        the intercept they follow from the centred ``Z`` of the same pass
+        by the Sherman-Morrison formula
         (``G^T G = G_c^T G_c + n m m^T``): ``O(n r)`` more, instead of a
         pass of ``O(n r^2)`` of their own.
 

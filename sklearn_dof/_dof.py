@@ -355,7 +355,7 @@ def _dof_from_factor(
     else:
         if lower is None:
             lower = _lower_bounds(chol, alpha)
-        estimate, upper = None, None
+        upper = None
         estimate = np.clip(lower + 0.5 * chol.residual / alpha, lower, 1.0)
     d_ave = _averaged_dof(chol, alpha, n, uniform) if spectrum else np.nan
     return DegreesOfFreedom(
