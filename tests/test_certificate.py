@@ -21,7 +21,7 @@ from sklearn_dof._certificate import loo_curve, loss_certificate
 from sklearn_dof._dof import _lower_bounds
 from sklearn_dof._kernels import KernelColumns
 from sklearn_dof._ridge import DEFAULT_LAMBDAS
-from sklearn_dof._samplers import partial_cholesky_of
+from sklearn_dof._samplers import SAMPLING_RULES, partial_cholesky_of
 
 
 def _target(X):
@@ -191,6 +191,39 @@ def test_near_n_the_fit_is_exact_kernel_ridge(monkeypatch):
     transformer = DoFNystroem(random_state=0, **kw).fit(X, y)
     assert transformer.exact_ and transformer.n_components_ == 300
     assert max(certified_ranks) <= 150 and transformer.loss_estimate_ == 0.0
+
+
+def test_unresolved_spectrum_goes_exact_a_round_early(monkeypatch):
+    rng = np.random.RandomState(0)
+    n = 400
+    X = rng.uniform(-1, 1, (n, 2))
+    y = np.sin(6 * X[:, 0]) + 0.05 * rng.randn(n)
+    kw = dict(alpha=n * 1e-7, gamma=30.0)
+    rounds = []
+
+    def recording(factor, response, alpha, center=True):
+        certificate = loss_certificate(factor, response, alpha, center)
+        rounds.append((factor.rank, _estimate._unresolved(factor, alpha, certificate)))
+        return certificate
+
+    monkeypatch.setattr(_estimate, "loss_certificate", recording)
+    model = DoFKernelRidge(fit_intercept=False, random_state=0, **kw).fit(X, y)
+    assert model.nystroem_.exact_ and model.n_components_ == n
+    # 32, 64: the round after 64 (128) would still be below n / 2 = 200,
+    # but the one after that not; 64's L carries more than 32 d.o.f., so
+    # the fit goes to every row without the round of 128 columns.
+    assert [rank for rank, _ in rounds] == [32, 64]
+    assert rounds[-1][1]
+    # The same 64 columns against a penalty far above their spectrum (the
+    # kernel's diagonal is 1): less than half a d.o.f. per direction.
+    chol = partial_cholesky_of(KernelColumns(X, "rbf", {"gamma": 30.0}, None))
+    SAMPLING_RULES["uniform"].growth(chol, n, 0, 1.0)(64)
+    for alpha, unresolved in ((n * 1e-7, True), (10.0 * n, False)):
+        certificate = loss_certificate(chol, y[:, None], alpha, False)
+        assert _estimate._unresolved(chol, alpha, certificate) is unresolved
+        # The logistic certificate has no scores: the factor's spectrum.
+        certificate.leverage_bounds = None
+        assert _estimate._unresolved(chol, alpha, certificate) is unresolved
 
 
 def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):
