@@ -119,28 +119,7 @@ class LossCertificate:
         tiny = max(floor, np.finfo(float).tiny)
         reference = max(float(self.errors[-1]), tiny)
         self.tail = 0.0 if complete else _tail(ranks, self.errors, reference)
-        excess = np.zeros(ranks.shape[0])
-        # The rows not among the first q landmarks lead the rows sorted by
-        # decreasing position: every rank's means are running sums down
-        # that order, read at its count of rows.
-        order = np.argsort(-position, kind="stable")
-        counts = position.shape[0] - np.searchsorted(
-            np.sort(position), ranks[:-1], side="left"
-        )
-        differences = squares[order, :-1] - squares[order, -1:]
-        # Centred on the column means first, so that the variance from the
-        # running sums of squares does not cancel.
-        differences -= differences.mean(axis=0)
-        shift = squares[:, :-1].mean(axis=0) - squares[:, -1].mean()
-        first = np.cumsum(differences, axis=0)
-        second = np.cumsum(np.square(differences, out=differences), axis=0)
-        base = np.cumsum(squares[order, -1])
-        for j, m in enumerate(counts):
-            if m < 2:
-                continue
-            mean = first[m - 1, j] / m
-            spread = np.sqrt(max(second[m - 1, j] / m - mean**2, 0.0) / (m - 1))
-            excess[j] = (mean + shift[j] + margin * spread) / max(base[m - 1] / m, tiny)
+        excess = _paired_excess(ranks, squares, position, margin, tiny)
         # The running maximum from the right: non-increasing in the rank.
         self.losses = np.maximum.accumulate(excess[::-1])[::-1] + self.tail
 
@@ -186,6 +165,59 @@ class LossCertificate:
         ratio = max(ratio, _RATIO_MIN)
         doublings = math.log(tol / self.tail) / math.log(ratio)
         return int(min(n_samples, math.ceil(self.rank * 2.0 ** max(doublings, 1))))
+
+
+def _paired_excess(ranks, squares, position, margin, tiny):
+    """The relative excess of each rank of the grid over rank ``r``, with
+    ``margin`` standard errors, on the rows that are no landmark among its
+    first ``q`` (see :class:`LossCertificate`).
+
+    A row that is no landmark of the first ``r`` counts at every rank: the
+    sums over those rows are made once, by steps of rows; the landmarks,
+    ``r`` rows at most, are added by running sums down decreasing position,
+    read at each rank's count of them.  (Running sums over all ``n`` rows
+    would take three ``n x len(ranks)`` arrays, several times the
+    certificate's time at small ranks.)  The paired differences are centred
+    on their means over every row first, so that the variance from sums of
+    squares does not cancel.
+    """
+    excess = np.zeros(ranks.shape[0])
+    last = squares[:, -1]
+    shift = squares[:, :-1].mean(axis=0) - last.mean()
+    landmark = position < ranks[-1]
+    rest = np.flatnonzero(~landmark)
+    head = np.flatnonzero(landmark)
+    head = head[np.argsort(-position[head], kind="stable")]
+    width = squares.shape[1] - 1
+    first, second = np.zeros(width), np.zeros(width)
+    step = max(1, _BLOCK_BYTES // (8 * max(width, 1)))
+    for start in range(0, rest.shape[0], step):
+        rows = rest[start : start + step]
+        differences = squares[rows, :-1] - last[rows, None] - shift
+        first += differences.sum(axis=0)
+        second += np.einsum("ij,ij->j", differences, differences)
+    base = float(last[rest].sum())
+    differences = squares[head, :-1] - last[head, None] - shift
+    head_first = np.cumsum(differences, axis=0)
+    head_second = np.cumsum(np.square(differences, out=differences), axis=0)
+    head_base = np.cumsum(last[head])
+    # Landmarks at or past each rank of the grid (ranks[:-1]), counted too.
+    taken = head.shape[0] - np.searchsorted(
+        np.sort(position[head]), ranks[:-1], side="left"
+    )
+    for j, k in enumerate(taken):
+        m = rest.shape[0] + k
+        if m < 2:
+            continue
+        total, squared, reference = first[j], second[j], base
+        if k:
+            total += head_first[k - 1, j]
+            squared += head_second[k - 1, j]
+            reference += head_base[k - 1]
+        mean = total / m
+        spread = np.sqrt(max(squared / m - mean**2, 0.0) / (m - 1))
+        excess[j] = (mean + shift[j] + margin * spread) / max(reference / m, tiny)
+    return excess
 
 
 def loo_curve(

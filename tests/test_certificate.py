@@ -272,18 +272,25 @@ def test_cv_certifies_the_rank_for_the_penalty_it_selects(problem):
     assert measured <= 0.01
 
 
-def test_losses_are_paired_means_over_the_rows_that_are_no_landmark():
+@pytest.mark.parametrize("step_rows", [None, 7])
+def test_losses_are_paired_means_over_the_rows_that_are_no_landmark(
+    step_rows, monkeypatch
+):
     # The definition, one rank at a time: the mean difference of squared
     # leave-one-out residuals against rank r over the rows not among the
     # first q landmarks, plus two standard errors, over their mean at r.
     rng = np.random.RandomState(3)
     n, r = 500, 120
     ranks = np.unique(np.linspace(0, r, 13).round().astype(int))
+    if step_rows is not None:  # the rows that are no landmark, by steps
+        monkeypatch.setattr(_certificate, "_BLOCK_BYTES", 8 * 12 * step_rows)
     squares = rng.gamma(0.5, 2.0, (n, 1)) * (
         1.0 + np.linspace(0.3, 0.0, ranks.size) * rng.rand(n, ranks.size)
     )
     position = np.full(n, r)
     position[rng.permutation(n)[:r]] = np.arange(r)
+    # Rows past r: no landmark (a column mixing pivots names none).
+    position[rng.permutation(np.flatnonzero(position == r))[:40]] = r + 1
     certificate = _certificate.LossCertificate(ranks, squares, position, complete=True)
     excess = np.zeros(ranks.size)
     for j, q in enumerate(ranks[:-1]):
