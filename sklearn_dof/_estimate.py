@@ -252,7 +252,9 @@ def _certified_estimate(
     The rank doubles from 32 and the rounds stop once the certified rank is
     at most half the rank grown: a whole doubling then left the estimated
     test error within ``loss_tol``, which a plateau of the error between
-    two rounds alone does not show.  After a round that certifies a rank
+    two rounds alone does not show, and the factor's ``L`` is resolved down
+    to the penalty (:func:`_unresolved`): before, a plateau is no evidence
+    either.  After a round that certifies a rank
     ``q`` above half of it, the next grows to ``2 q`` only, not to twice the
     rank grown.  A round that would pass half of
     ``n`` goes to ``max_rank`` at once: there the fit with every row as a
@@ -306,9 +308,19 @@ def _certified_estimate(
         certify = logistic_certificate if objective == "logistic" else loss_certificate
         certificate = certify(chol, response, alpha, center)
         certified = certificate.certified_rank(loss_tol)
-        if certificate.complete or (
-            certified is not None and 2 * certified <= certificate.rank
-        ):
+        unresolved = _unresolved(chol, alpha, certificate)
+        plateau = certified is not None and 2 * certified <= certificate.rank
+        if unresolved and plateau:
+            # A plateau of the leave-one-out error while most directions of
+            # L are still above the penalty is no evidence that the error
+            # has settled: the columns to come add directions that the fit
+            # uses almost unpenalised, and its error may rise and fall again
+            # (pumadyn32nm at 4,000 rows and the grid's smallest penalty:
+            # flat up to 128 columns, higher up to 1,024, lowest with every
+            # row).  The rounds go on, as the doubling estimate's do below
+            # 2 d_eff columns (_converged).
+            certified = plateau = None
+        if certificate.complete or plateau:
             break
         if p >= max_rank or len(chol.pivots) == before:
             break  # the cap, or no more rank for the rule to add
@@ -317,13 +329,12 @@ def _certified_estimate(
         # tolerance (600 certified at 1,024 columns: 1,200 next, not 2,048);
         # none certified: twice the rank.
         target = max(2 * certified, p + 1) if certified is not None else 2 * p
-        if 2 * target > _EXACT_FRACTION * n and certified is None:
+        if 2 * target > _EXACT_FRACTION * n and unresolved and certified is None:
             # The spectrum of L not resolved down to the penalty: the rank
             # will double again before a doubling can be certified, so the
             # round after next passes half of n, and the fit to the cap
             # costs less than those two rounds.
-            if _unresolved(chol, alpha, certificate):
-                target = max_rank
+            target = max_rank
         p = max_rank if target > _EXACT_FRACTION * n else min(target, max_rank)
         if p >= n:
             # The scores' bounds from this factor, of at most n / 2 columns

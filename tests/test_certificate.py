@@ -226,6 +226,39 @@ def test_unresolved_spectrum_goes_exact_a_round_early(monkeypatch):
         assert _estimate._unresolved(chol, alpha, certificate) is unresolved
 
 
+def test_a_plateau_of_an_unresolved_factor_certifies_nothing(monkeypatch):
+    # Noisy targets at a penalty far below the kernel's spectrum: the
+    # leave-one-out error of the first ranks is flat (all noise), but L
+    # carries about a d.o.f. per column, and the exact fit differs.
+    rng = np.random.RandomState(0)
+    n = 600
+    X = rng.randn(n, 8)
+    y = 0.3 * np.sin(X[:, 0]) + rng.randn(n)
+    rounds = []
+
+    def recording(factor, response, alpha, center=True):
+        certificate = loss_certificate(factor, response, alpha, center)
+        unresolved = _estimate._unresolved(factor, alpha, certificate)
+        rounds.append((factor.rank, certificate.certified_rank(0.01), unresolved))
+        return certificate
+
+    monkeypatch.setattr(_estimate, "loss_certificate", recording)
+    kw = dict(gamma=1 / 8, fit_intercept=False, random_state=0)
+    model = DoFKernelRidge(alpha=n * 1e-6, **kw).fit(X, y)
+    assert any(
+        q is not None and 2 * q <= rank and unresolved for rank, q, unresolved in rounds
+    )
+    assert model.nystroem_.exact_ and model.n_components_ == n
+    exact = KernelRidge(alpha=n * 1e-6, kernel="rbf", gamma=1 / 8).fit(X, y)
+    np.testing.assert_allclose(model.predict(X[:20]), exact.predict(X[:20]), rtol=1e-6)
+    # At a penalty the spectrum reaches, the same plateau stops the rounds.
+    rounds.clear()
+    model = DoFKernelRidge(alpha=n * 1e-2, **kw).fit(X, y)
+    rank, certified, unresolved = rounds[-1]
+    assert 2 * certified <= rank and not unresolved
+    assert model.n_components_ == certified < n
+
+
 def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):
     rng = np.random.RandomState(0)
     n, cap = 20_000, 64

@@ -580,9 +580,13 @@ def test_huge_gamma_kernel_is_identity(cls):
     # K == I in float64: kernel ridge shrinks y by 1 / (1 + alpha).
     X, y = _data()
     kw = dict(gamma=1e6, fit_intercept=False, **_alpha(cls, 0.5))
-    # Such a kernel predicts nothing away from the training points, so the
-    # certified rank keeps one landmark (its estimated loss is none) ...
-    assert _fit(cls, X, y, **kw).n_components_ == 1
+    # Its spectrum is flat at 1, above the penalty at every rank: each
+    # column carries 1 / 1.5 d.o.f., and the plateau of the leave-one-out
+    # error (which such a kernel cannot lower) certifies no rank, so the
+    # rounds end with every row, exact kernel ridge ...
+    auto = _fit(cls, X, y, **kw)
+    assert auto.n_components_ == N and auto.nystroem_.exact_
+    np.testing.assert_allclose(auto.predict(X), y / 1.5, atol=1e-10)
     # ... and the degrees of freedom, n / (1 + alpha) for every point, all.
     est = _fit(cls, X, y, n_components="dof", **kw)
     assert est.n_components_ == N
