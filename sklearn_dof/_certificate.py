@@ -108,11 +108,17 @@ class LossCertificate:
     leverage_bounds : ndarray of shape (n,) or None
         The leverage scores of the uncentred factor at rank ``r``, when the
         certificate's pass computed them (:func:`loss_certificate`).
+    resolved : bool
+        Whether the factor's ``L`` carries at most half a degree of freedom
+        per column (set by the rounds of the automatic rank, True until
+        then): a certificate of an unresolved factor vouches for its rank
+        ``r`` only, not for a plateau below it.
     """
 
     def __init__(self, ranks, squares, position, complete=False, floor=0.0, margin=2.0):
         self.exact = False
         self.leverage_bounds = None
+        self.resolved = True
         self.ranks = ranks
         self.errors = squares.mean(axis=0)
         self.complete = complete

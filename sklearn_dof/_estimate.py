@@ -309,6 +309,7 @@ def _certified_estimate(
         certificate = certify(chol, response, alpha, center)
         certified = certificate.certified_rank(loss_tol)
         unresolved = _unresolved(chol, alpha, certificate)
+        certificate.resolved = not unresolved
         plateau = certified is not None and 2 * certified <= certificate.rank
         if unresolved and plateau:
             # A plateau of the leave-one-out error while most directions of

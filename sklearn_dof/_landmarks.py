@@ -297,6 +297,10 @@ def _certified_landmarks(
         landmarks = np.asarray(order[:n_samples], dtype=np.intp).copy()
         return landmarks, None, estimate_of(dof), 0.0, None, None
     rank = certificate.certified_rank(loss_tol)
+    if rank is not None and not certificate.resolved:
+        # The cap's round on an unresolved factor: no rank below it is
+        # vouched for (see _estimate._certified_estimate).
+        rank = certificate.rank
     requested = None
     if rank is not None and certificate.complete and rank > _EXACT_FRACTION * n_samples:
         # Near n, exact: the rows that remain cost little more.

@@ -251,6 +251,10 @@ def test_a_plateau_of_an_unresolved_factor_certifies_nothing(monkeypatch):
     assert model.nystroem_.exact_ and model.n_components_ == n
     exact = KernelRidge(alpha=n * 1e-6, kernel="rbf", gamma=1 / 8).fit(X, y)
     np.testing.assert_allclose(model.predict(X[:20]), exact.predict(X[:20]), rtol=1e-6)
+    # Capped at that plateau's round, the fit keeps every column grown.
+    capped = DoFKernelRidge(alpha=n * 1e-6, max_components=64, **kw).fit(X, y)
+    assert rounds[1][:2] == (64, 0)
+    assert capped.n_components_ == 64
     # At a penalty the spectrum reaches, the same plateau stops the rounds.
     rounds.clear()
     model = DoFKernelRidge(alpha=n * 1e-2, **kw).fit(X, y)
