@@ -108,6 +108,10 @@ class LossCertificate:
     leverage_bounds : ndarray of shape (n,) or None
         The leverage scores of the uncentred factor at rank ``r``, when the
         certificate's pass computed them (:func:`loss_certificate`).
+    dof : float or None
+        The degrees of freedom of the factor's fit at rank ``r``,
+        ``tr L (L + alpha I)^{-1}``, curvature-weighted for the logistic
+        loss (:func:`logistic_certificate`), when the pass computed them.
     resolved : bool
         Whether the factor's ``L`` carries at most half a degree of freedom
         per column (set by the rounds of the automatic rank, True until
@@ -118,6 +122,7 @@ class LossCertificate:
     def __init__(self, ranks, squares, position, complete=False, floor=0.0, margin=2.0):
         self.exact = False
         self.leverage_bounds = None
+        self.dof = None
         self.resolved = True
         self.ranks = ranks
         self.errors = squares.mean(axis=0)
@@ -280,7 +285,10 @@ def loo_curve(
         the intercept they follow from the centred ``Z`` of the same pass
         by the Sherman-Morrison formula
         (``G^T G = G_c^T G_c + n m m^T``): ``O(n r)`` more, instead of a
-        pass of ``O(n r^2)`` of their own.
+        pass of ``O(n r^2)`` of their own.  With ``weights``, the weighted
+        scores of the centred factor instead,
+        ``diag W^{1/2} G_c (G_c^T W G_c + alpha I)^{-1} G_c^T W^{1/2}``:
+        their sum is the degrees of freedom of the weighted ridge.
 
     Returns
     -------
@@ -290,10 +298,9 @@ def loo_curve(
         Squared leave-one-out residuals (summed over the targets), or the
         ``row_loss`` of them, of every row at each rank.
     scores : ndarray of shape (n,)
-        Only with ``scores``: the uncentred leverage scores at rank ``r``.
+        Only with ``scores``: the uncentred leverage scores at rank ``r``
+        (with ``weights``: the weighted ones of the centred factor).
     """
-    if scores and weights is not None:
-        raise ValueError("scores are the unweighted factor's")
     G = factor.factor
     n, r = G.shape
     y = np.asarray(response, dtype=np.float64)
@@ -363,17 +370,20 @@ def loo_curve(
                 # b columns of G_c only (about half the flops of a full
                 # product).
                 np.matmul(G_c[:, :b], R_inv[a:b, :b].T, out=Z[:, a:b])
-            if scores:
+            if scores and weights is None:
                 Zv = Z @ v
             np.multiply(Z, Z, out=Z)
             leverages = leverage[rows, None] + Z @ T
             if scores:
-                # ||R^{-1} g_i||^2, less the rank-one term of n m m^T.
                 centred = leverages[:, -1] - leverage[rows]
-                cross = Zv + v_sq
-                uncentred[rows] = (
-                    centred + 2.0 * Zv + v_sq - n * cross**2 / (1.0 + n * v_sq)
-                )
+                if weights is not None:
+                    uncentred[rows] = centred
+                else:
+                    # ||R^{-1} g_i||^2, less the rank-one term of n m m^T.
+                    cross = Zv + v_sq
+                    uncentred[rows] = (
+                        centred + 2.0 * Zv + v_sq - n * cross**2 / (1.0 + n * v_sq)
+                    )
             fitted = (G_c @ fit_map).reshape(-1, k, m)
             scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
             residuals = (y[rows, :, None] - fitted) / scale[:, None, :]
@@ -426,6 +436,7 @@ def loss_certificate(factor, response, alpha, center=True):
     floor = _ERROR_FLOOR * float(np.var(response, axis=0).sum())
     certificate = _certificate_of(factor, ranks, squares, floor)
     certificate.leverage_bounds = scores
+    certificate.dof = float(scores.sum())
     return certificate
 
 
@@ -495,10 +506,20 @@ def logistic_certificate(factor, labels, alpha, center=True):
         eta_out = z[rows, None] - residuals[:, 0, :] / root[rows, None]
         return np.logaddexp(0.0, -sign[rows, None] * eta_out)
 
-    ranks, losses = loo_curve(
-        factor, z[:, None], alpha, center, weights=curvature, row_loss=log_losses
+    ranks, losses, scores = loo_curve(
+        factor,
+        z[:, None],
+        alpha,
+        center,
+        weights=curvature,
+        row_loss=log_losses,
+        scores=True,
     )
-    return _certificate_of(factor, ranks, losses, _ERROR_FLOOR * math.log(2.0))
+    certificate = _certificate_of(factor, ranks, losses, _ERROR_FLOOR * math.log(2.0))
+    # The d.o.f. of the weighted ridge: the curvatures are what the logistic
+    # loss resolves its directions by (at most 1/4 of the kernel's scale).
+    certificate.dof = float(scores.sum())
+    return certificate
 
 
 def _at(ranks, errors, q):

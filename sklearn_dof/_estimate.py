@@ -367,11 +367,15 @@ def _unresolved(chol, alpha, certificate):
     (on the ten regression sets of ``bench_auto_rank.py`` at 2,000 rows,
     every uncertified round with ``d_eff(L) > r / 2`` at ``r = 256`` went
     on to the exact fit; the ranks that did certify, pumadyn32nm and
-    abalone, had ``d_eff(L) <= 0.4 r`` there).
+    abalone, had ``d_eff(L) <= 0.4 r`` there).  For the logistic loss the
+    degrees of freedom are those of Newton's weighted ridge, the curvatures
+    ``p (1 - p) <= 1/4`` scaling ``L`` (:attr:`LossCertificate.dof`).
     """
-    if certificate.leverage_bounds is not None:
-        d_eff = float(np.sum(certificate.leverage_bounds))
-    else:  # the logistic certificate: the factor's spectrum, O(r^3)
+    if certificate.dof is not None:
+        # From the certificate's pass; curvature-weighted for the logistic
+        # loss, whose fit resolves its directions on that scale.
+        d_eff = certificate.dof
+    else:  # the factor's spectrum, O(r^3)
         spectrum = np.linalg.eigvalsh(np.asarray(chol.gram(), dtype=np.float64))
         d_eff = float(_linalg.shrinkage(spectrum, alpha).sum())
     return d_eff > 0.5 * chol.rank

@@ -17,7 +17,7 @@ from sklearn_dof import (
     _landmarks,
     auto_rank,
 )
-from sklearn_dof._certificate import loo_curve, loss_certificate
+from sklearn_dof._certificate import logistic_certificate, loo_curve, loss_certificate
 from sklearn_dof._dof import _lower_bounds
 from sklearn_dof._kernels import KernelColumns
 from sklearn_dof._ridge import DEFAULT_LAMBDAS
@@ -90,6 +90,31 @@ def test_loo_pass_gives_the_uncentred_scores_of_the_factor(center):
     np.testing.assert_allclose(scores, _lower_bounds(chol, alpha), rtol=1e-8)
     certificate = loss_certificate(chol, y, alpha, center)
     np.testing.assert_allclose(certificate.leverage_bounds, expected, rtol=1e-8)
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_weighted_pass_gives_the_weighted_scores_of_the_centred_factor(center):
+    # Newton's weighted ridge: diag W^1/2 G_c (G_c^T W G_c + alpha I)^-1
+    # G_c^T W^1/2, G_c centred on the weighted means; their sum is the
+    # logistic certificate's d.o.f.
+    rng = np.random.RandomState(6)
+    X = rng.randn(300, 3)
+    y = np.sin(X[:, 0])[:, None]
+    w = rng.uniform(0.01, 0.25, 300)
+    chol = _factor(X, 0.3, np.arange(0, 300, 5))
+    alpha = 0.05
+    _, _, scores = loo_curve(chol, y, alpha, center, weights=w, scores=True)
+    G = chol.factor
+    if center:
+        G = G - (w @ G) / w.sum()
+    A = np.sqrt(w)[:, None] * G
+    expected = np.einsum(
+        "ij,ji->i", A, np.linalg.solve(A.T @ A + alpha * np.eye(G.shape[1]), A.T)
+    )
+    np.testing.assert_allclose(scores, expected, rtol=1e-8, atol=1e-12)
+    labels = (y[:, 0] > 0).astype(int)
+    certificate = logistic_certificate(chol, labels, alpha, center)
+    assert 0 < certificate.dof < np.sum(_lower_bounds(chol, alpha))
 
 
 def test_certificate_is_monotone_and_tracks_the_measured_loss(problem):
@@ -221,8 +246,9 @@ def test_unresolved_spectrum_goes_exact_a_round_early(monkeypatch):
     for alpha, unresolved in ((n * 1e-7, True), (10.0 * n, False)):
         certificate = loss_certificate(chol, y[:, None], alpha, False)
         assert _estimate._unresolved(chol, alpha, certificate) is unresolved
-        # The logistic certificate has no scores: the factor's spectrum.
-        certificate.leverage_bounds = None
+        assert certificate.dof == pytest.approx(certificate.leverage_bounds.sum())
+        # Without the pass's d.o.f.: the factor's spectrum, the same sum.
+        certificate.dof = None
         assert _estimate._unresolved(chol, alpha, certificate) is unresolved
 
 
