@@ -186,9 +186,8 @@ def _paired_excess(ranks, squares, position, margin, tiny):
     A row that is no landmark of the first ``r`` counts at every rank: the
     sums over those rows are made once, by steps of rows; the landmarks,
     ``r`` rows at most, are added by running sums down decreasing position,
-    read at each rank's count of them.  (Running sums over all ``n`` rows
-    would take three ``n x len(ranks)`` arrays, several times the
-    certificate's time at small ranks.)  The paired differences are centred
+    read at each rank's count of them, rather than running sums over all
+    ``n`` rows (three ``n x len(ranks)`` arrays).  The paired differences are centred
     on their means over every row first, so that the variance from sums of
     squares does not cancel.
     """

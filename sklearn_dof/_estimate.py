@@ -320,7 +320,7 @@ def _certified_estimate(
             # flat up to 128 columns, higher up to 1,024, lowest with every
             # row).  The rounds go on, as the doubling estimate's do below
             # 2 d_eff columns (_converged).
-            certified = plateau = None
+            certified, plateau = None, False
         if certificate.complete or plateau:
             break
         if p >= max_rank or len(chol.pivots) == before:
