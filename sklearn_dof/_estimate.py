@@ -253,7 +253,7 @@ def _certified_estimate(
     at most half the rank grown: a whole doubling then left the estimated
     test error within ``loss_tol``, which a plateau of the error between
     two rounds alone does not show, and the factor's ``L`` is resolved down
-    to the penalty (:func:`_unresolved`): before, a plateau is no evidence
+    to the penalty (:attr:`LossCertificate.resolved`): before, a plateau is no evidence
     either.  After a round that certifies a rank
     ``q`` above half of it, the next grows to ``2 q`` only, not to twice the
     rank grown.  A round that would pass half of
@@ -308,8 +308,7 @@ def _certified_estimate(
         certify = logistic_certificate if objective == "logistic" else loss_certificate
         certificate = certify(chol, response, alpha, center)
         certified = certificate.certified_rank(loss_tol)
-        unresolved = _unresolved(chol, alpha, certificate)
-        certificate.resolved = not unresolved
+        unresolved = not certificate.resolved
         plateau = certified is not None and 2 * certified <= certificate.rank
         if unresolved and plateau:
             # A plateau of the leave-one-out error while most directions of
@@ -354,31 +353,6 @@ def _certified_estimate(
     spectrum = np.linalg.eigvalsh(gram) if head else np.zeros(0)
     dof.d_ave = float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
     return dof, chol, grow, certificate, alpha
-
-
-def _unresolved(chol, alpha, certificate):
-    r"""Whether most of the ``r`` directions of the factor's ``L`` still
-    carry more than half a degree of freedom each: ``d_eff(L) > r / 2``,
-    where ``d_eff(L) = tr L (L + alpha I)^{-1} <= d_eff(K)``.
-
-    Then the ``r``-th eigenvalue of ``L`` is typically still above
-    ``alpha``: the columns have not reached the part of the spectrum that
-    the penalty cuts off, and the rank that loses nothing is beyond ``2 r``
-    (on the ten regression sets of ``bench_auto_rank.py`` at 2,000 rows,
-    every uncertified round with ``d_eff(L) > r / 2`` at ``r = 256`` went
-    on to the exact fit; the ranks that did certify, pumadyn32nm and
-    abalone, had ``d_eff(L) <= 0.4 r`` there).  For the logistic loss the
-    degrees of freedom are those of Newton's weighted ridge, the curvatures
-    ``p (1 - p) <= 1/4`` scaling ``L`` (:attr:`LossCertificate.dof`).
-    """
-    if certificate.dof is not None:
-        # From the certificate's pass; curvature-weighted for the logistic
-        # loss, whose fit resolves its directions on that scale.
-        d_eff = certificate.dof
-    else:  # the factor's spectrum, O(r^3)
-        spectrum = np.linalg.eigvalsh(np.asarray(chol.gram(), dtype=np.float64))
-        d_eff = float(_linalg.shrinkage(spectrum, alpha).sum())
-    return d_eff > 0.5 * chol.rank
 
 
 def _certified_dof(chol, alpha, n, rule, certificate):

@@ -228,7 +228,7 @@ def test_unresolved_spectrum_goes_exact_a_round_early(monkeypatch):
 
     def recording(factor, response, alpha, center=True):
         certificate = loss_certificate(factor, response, alpha, center)
-        rounds.append((factor.rank, _estimate._unresolved(factor, alpha, certificate)))
+        rounds.append((factor.rank, not certificate.resolved))
         return certificate
 
     monkeypatch.setattr(_estimate, "loss_certificate", recording)
@@ -245,11 +245,13 @@ def test_unresolved_spectrum_goes_exact_a_round_early(monkeypatch):
     SAMPLING_RULES["uniform"].growth(chol, n, 0, 1.0)(64)
     for alpha, unresolved in ((n * 1e-7, True), (10.0 * n, False)):
         certificate = loss_certificate(chol, y[:, None], alpha, False)
-        assert _estimate._unresolved(chol, alpha, certificate) is unresolved
+        assert certificate.resolved is not unresolved
         assert certificate.dof == pytest.approx(certificate.leverage_bounds.sum())
-        # Without the pass's d.o.f.: the factor's spectrum, the same sum.
-        certificate.dof = None
-        assert _estimate._unresolved(chol, alpha, certificate) is unresolved
+        # The pass's d.o.f. are those of the factor's spectrum.
+        spectrum = np.linalg.eigvalsh(chol.gram())
+        assert certificate.dof == pytest.approx((spectrum / (spectrum + alpha)).sum())
+    # Without d.o.f. (the exact method's certificate): nothing unresolved.
+    assert _certificate.LossCertificate.exact_method(n, n).resolved
 
 
 def test_a_plateau_of_an_unresolved_factor_certifies_nothing(monkeypatch):
@@ -264,7 +266,7 @@ def test_a_plateau_of_an_unresolved_factor_certifies_nothing(monkeypatch):
 
     def recording(factor, response, alpha, center=True):
         certificate = loss_certificate(factor, response, alpha, center)
-        unresolved = _estimate._unresolved(factor, alpha, certificate)
+        unresolved = not certificate.resolved
         rounds.append((factor.rank, certificate.certified_rank(0.01), unresolved))
         return certificate
 
