@@ -18,6 +18,7 @@ from . import _linalg, _parallel
 from ._certificate import (
     _PENALTY_RANK,
     LossCertificate,
+    factor_d_eff,
     logistic_certificate,
     loss_certificate,
     penalty_errors,
@@ -254,7 +255,11 @@ def _certified_estimate(
     test error within ``loss_tol``, which a plateau of the error between
     two rounds alone does not show, and the factor's ``L`` is resolved down
     to the penalty (:attr:`LossCertificate.resolved`): before, a plateau is no evidence
-    either.  After a round that certifies a rank
+    either.  So a round whose factor is not resolved computes no certificate
+    (with squared loss, where the factor's Gram matrix tells in ``O(r^3)``,
+    :func:`~sklearn_dof._certificate.factor_d_eff`) unless the round after
+    next would pass half of ``n``: there the certificate decides between
+    the next round and the exact fit.  After a round that certifies a rank
     ``q`` above half of it, the next grows to ``2 q`` only, not to twice the
     rank grown.  A round that would pass half of
     ``n`` goes to ``max_rank`` at once: there the fit with every row as a
@@ -275,8 +280,9 @@ def _certified_estimate(
     rank for that one: the rank follows the penalty the search selects,
     not the smallest of its grid.
 
-    Each round costs the factor's growth, its Gram matrix ``G^T G`` and
-    ``G^T y`` (``O(n r^2)``) and ``O(r^3)`` for the certificate; the score
+    Each round costs the factor's growth, its Gram matrix ``G^T G`` and,
+    when it makes a certificate, ``G^T y`` and its leave-one-out pass
+    (``O(n r^2)``) and ``O(r^3)``; the score
     lower bounds behind ``d_max`` are computed once, at the end.  Returns
     the estimate (at the penalty certified), the factor, its
     :class:`~sklearn_dof._samplers.Growth`, the last round's certificate
@@ -305,25 +311,42 @@ def _certified_estimate(
             # more n x n x n products, several times the exact fit itself.
             certificate = LossCertificate.exact_method(chol.rank, n)
             break
-        certify = logistic_certificate if objective == "logistic" else loss_certificate
-        certificate = certify(chol, response, alpha, center)
-        certified = certificate.certified_rank(loss_tol)
-        unresolved = not certificate.resolved
-        plateau = certified is not None and 2 * certified <= certificate.rank
-        if unresolved and plateau:
-            # A plateau of the leave-one-out error while most directions of
-            # L are still above the penalty is no evidence that the error
-            # has settled: the columns to come add directions that the fit
-            # uses almost unpenalised, and its error may rise and fall again
-            # (pumadyn32nm at 4,000 rows and the grid's smallest penalty:
-            # flat up to 128 columns, higher up to 1,024, lowest with every
-            # row).  The rounds go on, as the doubling estimate's do below
-            # 2 d_eff columns (_converged).
-            certified, plateau = None, False
-        if certificate.complete or plateau:
-            break
-        if p >= max_rank or len(chol.pivots) == before:
-            break  # the cap, or no more rank for the rule to add
+        last = p >= max_rank or len(chol.pivots) == before
+        if (
+            objective == "squared"
+            and not last
+            and not chol.complete
+            and 4 * p <= _EXACT_FRACTION * n
+            and factor_d_eff(chol, alpha) > 0.5 * chol.rank
+        ):
+            # A factor not resolved down to the penalty, far from n: a
+            # plateau of the leave-one-out error while most directions of L
+            # are still above the penalty is no evidence that the error has
+            # settled (the columns to come add directions that the fit uses
+            # almost unpenalised, and its error may rise and fall again:
+            # pumadyn32nm at 4,000 rows and the grid's smallest penalty, flat
+            # up to 128 columns, higher up to 1,024, lowest with every row),
+            # so the certificate is not computed (its d.o.f. are its scores'
+            # sum, which the Gram matrix gives in O(r^3)) and the rank
+            # doubles, as the doubling estimate's does below 2 d_eff columns
+            # (_converged).  (Where the round after next would pass half of
+            # n the certificate decides between the next round and the
+            # exact fit, below.)
+            certificate, certified, unresolved = None, None, True
+        else:
+            certify = (
+                logistic_certificate if objective == "logistic" else loss_certificate
+            )
+            certificate = certify(chol, response, alpha, center)
+            certified = certificate.certified_rank(loss_tol)
+            unresolved = not certificate.resolved
+            plateau = certified is not None and 2 * certified <= certificate.rank
+            if unresolved and plateau:
+                certified, plateau = None, False
+            if certificate.complete or plateau:
+                break
+            if last:
+                break  # the cap, or no more rank for the rule to add
         # A rank q certified above half of the rank grown: the next round
         # grows to 2 q, the least that can show a whole doubling within the
         # tolerance (600 certified at 1,024 columns: 1,200 next, not 2,048);
@@ -357,7 +380,8 @@ def _certified_estimate(
 
 def _certified_dof(chol, alpha, n, rule, certificate):
     """The lower bounds of the scores of the factor that ``certificate`` was
-    computed on, from its leave-one-out pass when that pass made them."""
+    computed on, from its leave-one-out pass when that pass made them (a
+    pass of their own after a round that made no certificate, None)."""
     return _dof_from_factor(
         chol,
         alpha,
@@ -365,7 +389,7 @@ def _certified_dof(chol, alpha, n, rule, certificate):
         uniform=rule.uniform_sample,
         bounds=False,
         spectrum=False,
-        lower=certificate.leverage_bounds,
+        lower=None if certificate is None else certificate.leverage_bounds,
     )
 
 

@@ -231,13 +231,24 @@ def test_unresolved_spectrum_goes_exact_a_round_early(monkeypatch):
         rounds.append((factor.rank, not certificate.resolved))
         return certificate
 
+    skipped = []
+
+    def d_eff(factor, alpha):
+        value = _certificate.factor_d_eff(factor, alpha)
+        skipped.append((factor.rank, value))
+        return value
+
     monkeypatch.setattr(_estimate, "loss_certificate", recording)
+    monkeypatch.setattr(_estimate, "factor_d_eff", d_eff)
     model = DoFKernelRidge(fit_intercept=False, random_state=0, **kw).fit(X, y)
     assert model.nystroem_.exact_ and model.n_components_ == n
-    # 32, 64: the round after 64 (128) would still be below n / 2 = 200,
-    # but the one after that not; 64's L carries more than 32 d.o.f., so
-    # the fit goes to every row without the round of 128 columns.
-    assert [rank for rank, _ in rounds] == [32, 64]
+    # 32: its L carries more than 16 d.o.f. and the round after next (128)
+    # stays below n / 2 = 200, so no certificate, the rank doubles.  64: the
+    # round after next would pass n / 2, and 64's L carries more than 32
+    # d.o.f. with nothing certified, so the fit goes to every row without
+    # the round of 128 columns.
+    assert len(skipped) == 1 and skipped[0][0] == 32 and skipped[0][1] > 16
+    assert [rank for rank, _ in rounds] == [64]
     assert rounds[-1][1]
     # The same 64 columns against a penalty far above their spectrum (the
     # kernel's diagonal is 1): less than half a d.o.f. per direction.
@@ -250,6 +261,11 @@ def test_unresolved_spectrum_goes_exact_a_round_early(monkeypatch):
         # The pass's d.o.f. are those of the factor's spectrum.
         spectrum = np.linalg.eigvalsh(chol.gram())
         assert certificate.dof == pytest.approx((spectrum / (spectrum + alpha)).sum())
+        # And the factor's Gram matrix alone gives them, with or without the
+        # intercept (the scores are those of the uncentred factor).
+        for center in (False, True):
+            dof = loss_certificate(chol, y[:, None], alpha, center).dof
+            assert _certificate.factor_d_eff(chol, alpha) == pytest.approx(dof)
     # Without d.o.f. (the exact method's certificate): nothing unresolved.
     assert _certificate.LossCertificate.exact_method(n, n).resolved
 
@@ -272,17 +288,19 @@ def test_a_plateau_of_an_unresolved_factor_certifies_nothing(monkeypatch):
 
     monkeypatch.setattr(_estimate, "loss_certificate", recording)
     kw = dict(gamma=1 / 8, fit_intercept=False, random_state=0)
+    # Capped at 64 columns (the last round is always certified): the
+    # leave-one-out error is flat from rank 0 (certified rank 0), on a
+    # factor that is not resolved; the fit keeps every column grown.
+    capped = DoFKernelRidge(alpha=n * 1e-6, max_components=64, **kw).fit(X, y)
+    assert rounds[-1] == (64, 0, True)
+    assert capped.n_components_ == 64
+    # Uncapped, the same rounds certify nothing, and the fit is exact.
+    rounds.clear()
     model = DoFKernelRidge(alpha=n * 1e-6, **kw).fit(X, y)
-    assert any(
-        q is not None and 2 * q <= rank and unresolved for rank, q, unresolved in rounds
-    )
+    assert all(unresolved for _, _, unresolved in rounds)
     assert model.nystroem_.exact_ and model.n_components_ == n
     exact = KernelRidge(alpha=n * 1e-6, kernel="rbf", gamma=1 / 8).fit(X, y)
     np.testing.assert_allclose(model.predict(X[:20]), exact.predict(X[:20]), rtol=1e-6)
-    # Capped at that plateau's round, the fit keeps every column grown.
-    capped = DoFKernelRidge(alpha=n * 1e-6, max_components=64, **kw).fit(X, y)
-    assert rounds[1][:2] == (64, 0)
-    assert capped.n_components_ == 64
     # At a penalty the spectrum reaches, the same plateau stops the rounds.
     rounds.clear()
     model = DoFKernelRidge(alpha=n * 1e-2, **kw).fit(X, y)
@@ -400,19 +418,25 @@ def test_rounds_below_the_cap_end_on_it(monkeypatch):
     assert _estimate._first_round(600, 1000) == 32
     rounds = []
     original = _estimate.loss_certificate
+    original_d_eff = _estimate.factor_d_eff
 
     def spy(chol, *args):
         rounds.append(chol.rank)
         return original(chol, *args)
 
+    def spy_d_eff(chol, alpha):
+        rounds.append(chol.rank)  # (a round that may make no certificate)
+        return original_d_eff(chol, alpha)
+
     monkeypatch.setattr(_estimate, "loss_certificate", spy)
+    monkeypatch.setattr(_estimate, "factor_d_eff", spy_d_eff)
     rng = np.random.RandomState(0)
     X = rng.uniform(-1, 1, (1000, 3))
     y = _target(X) + 0.01 * rng.randn(1000)
     with pytest.warns(UserWarning, match="max_components=120"):
         model = DoFKernelRidgeCV(gamma=20.0, max_components=120, random_state=0)
         model.fit(X, y)
-    assert rounds == [60, 120] and model.n_components_ == 120
+    assert sorted(set(rounds)) == [60, 120] and model.n_components_ == 120
 
 
 def test_prefix_features_take_their_sums_from_the_factor():
