@@ -1000,7 +1000,10 @@ def main(argv=None):
         "oracle_resolution": ORACLE_RESOLUTION,
         "rss": args.rss,
         "threads": args.threads,
+        "timing_repeats": args.timing_repeats,
         "targets": TARGETS,
+        # (the checkout imported: PYTHONPATH may name another than "git")
+        "package": str(Path(sklearn_dof.__file__).resolve().parent),
         "git": git_state(),
         "versions": {
             "python": platform.python_version(),
