@@ -20,12 +20,17 @@ time at an R^2 at least as good.
 With ``--repeats N`` ``DoFKernelRidgeCV()`` is fitted N times per set, each
 a fresh draw of its landmarks (``random_state=None``, the default): the
 spread of its R^2 beside scikit-learn's (whose ``Nystroem`` has
-``random_state=0``).
+``random_state=0``).  With ``--seeds 0,1,2`` both pipelines are fitted
+once per seed, with ``random_state=seed`` for both: paired draws of their
+landmarks, and each of ours records ``r2_over_sklearn``, its R^2 less
+scikit-learn's at the same seed (one seed of scikit-learn's against fresh
+draws of ours compares one draw with another).
 
 Usage::
 
     python benchmarks/bench_defaults.py                    # about 5 minutes
     python benchmarks/bench_defaults.py --repeats 3
+    python benchmarks/bench_defaults.py --sets bank32nh,pumadyn32nm --seeds 0,1,2,3,4
     python benchmarks/bench_defaults.py --sets abalone,pol
 
 Results: ``results/defaults/results.json``.
@@ -96,11 +101,14 @@ def child(case):
         prediction = model.predict(X_test) + y_mean
         record = {"n_components": X.shape[0]}
     else:
+        seed = case.get("seed")
         if system == "DoFKernelRidgeCV()":
-            model = make_pipeline(StandardScaler(), DoFKernelRidgeCV())
+            model = make_pipeline(StandardScaler(), DoFKernelRidgeCV(random_state=seed))
         else:
             model = make_pipeline(
-                StandardScaler(), Nystroem(n_components=500, random_state=0), RidgeCV()
+                StandardScaler(),
+                Nystroem(n_components=500, random_state=0 if seed is None else seed),
+                RidgeCV(),
             )
         stop = rss_probe()
         seconds, messages = timed_fit(model, X, y)
@@ -148,6 +156,13 @@ def main():
         help="fits of DoFKernelRidgeCV() per set, each a fresh draw of the "
         "landmarks (random_state=None): the spread of its R^2 and time",
     )
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated seeds: both pipelines fitted once per seed, "
+        "with random_state=seed (paired draws of their landmarks), instead "
+        "of DoFKernelRidgeCV()'s default random_state=None",
+    )
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -161,17 +176,28 @@ def main():
         f"{'x sk':>5s} {'RSS MB':>7s} {'R2':>7s}"
     )
     print(header)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [None]
     for name in args.sets.split(","):
-        ours_case = {"set": name, "system": SYSTEMS[0], "pooled": args.pooled}
-        repeats = [
-            run_child(__file__, ours_case, args.threads) for _ in range(args.repeats)
-        ]
-        for i, row in enumerate(repeats):
-            row["repeat"] = i
-        ours = repeats[0]
-        theirs_case = {"set": name, "system": SYSTEMS[1], "pooled": args.pooled}
-        theirs = run_child(__file__, theirs_case, args.threads)
-        rows = [*repeats, theirs]
+        rows = []
+        for seed in seeds:
+            ours_case = {"set": name, "system": SYSTEMS[0], "pooled": args.pooled}
+            theirs_case = {"set": name, "system": SYSTEMS[1], "pooled": args.pooled}
+            if seed is not None:
+                ours_case["seed"] = theirs_case["seed"] = seed
+            repeats = [
+                run_child(__file__, ours_case, args.threads)
+                for _ in range(args.repeats)
+            ]
+            for i, row in enumerate(repeats):
+                row["repeat"] = i
+            theirs = run_child(__file__, theirs_case, args.threads)
+            for row in repeats:
+                row["time_over_sklearn"] = row["fit_seconds"] / theirs["fit_seconds"]
+                row["r2_over_sklearn"] = row["r2"] - theirs["r2"]
+            theirs["time_over_sklearn"] = 1.0
+            rows += [*repeats, theirs]
+        ours = rows[0]
+        theirs = rows[args.repeats]
         if ours["n_train"] <= args.exact_max_rows:
             case = {
                 "set": name,
@@ -181,8 +207,9 @@ def main():
             }
             rows.append(run_child(__file__, case, args.threads, check=False))
         for row in rows:
-            row["time_over_sklearn"] = (
-                row.get("fit_seconds", np.nan) / theirs["fit_seconds"]
+            row.setdefault(
+                "time_over_sklearn",
+                row.get("fit_seconds", np.nan) / theirs["fit_seconds"],
             )
             records.append(row)
             cells = (

@@ -331,7 +331,8 @@ def _certified_estimate(
             # doubles, as the doubling estimate's does below 2 d_eff columns
             # (_converged).  (Where the round after next would pass half of
             # n the certificate decides between the next round and the
-            # exact fit, below.)
+            # exact fit, below.  The logistic loss's d.o.f. are weighted by
+            # the curvatures of Newton's fit, which its certificate makes.)
             certificate, certified, unresolved = None, None, True
         else:
             certify = (
