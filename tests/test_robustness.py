@@ -40,7 +40,11 @@ from sklearn_dof import (
     uniform_columns,
 )
 from sklearn_dof.__main__ import main
-from sklearn_dof._validation import NonPSDKernelWarning, PenaltyResolutionWarning
+from sklearn_dof._validation import (
+    NonPSDKernelWarning,
+    PenaltyResolutionWarning,
+    _max_asymmetry,
+)
 from sklearn_dof.datasets import make_periodic_spline
 
 ESTIMATORS = [
@@ -415,6 +419,20 @@ def test_non_psd_and_asymmetric_precomputed_kernels_warn(cls):
     messages = " ".join(str(w.message) for w in record)
     assert "not symmetric on the landmarks" in messages
     assert "symmetric part (K + K^T) / 2" in messages
+
+
+@pytest.mark.parametrize("n", [1, 5, 255, 256, 257, 600])
+def test_max_asymmetry_is_the_largest_entry_of_a_minus_its_transpose(n):
+    # By tiles, each pair once: the same as the dense definition, whatever
+    # the tiles' fit to the matrix (one entry moved off symmetry anywhere).
+    rng = np.random.RandomState(n)
+    A = rng.randn(n, n)
+    assert _max_asymmetry(A) == np.abs(A - A.T).max()
+    S = A + A.T
+    assert _max_asymmetry(S) == 0.0
+    i, j = rng.randint(n, size=2)
+    S[i, j] += 0.5
+    assert _max_asymmetry(S) == np.abs(S - S.T).max()
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "linear", "poly", "cosine"])
