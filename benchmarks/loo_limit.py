@@ -1,12 +1,13 @@
 """What the training rows can tell of a rank's loss, at best.
 
 For one regression case of ``bench_auto_rank.py`` (``--set``, ``--seed``,
-``--n-train``), grows the uniform factor of the seed to every row (the
-complete factor: exact kernel ridge at its last rank) and, for each of
-``--ranks``, prints the leave-one-out excess of the ridge fit on the first
-``q`` landmarks over the exact fit, paired over the rows that are no
-landmark among them (as :class:`sklearn_dof._certificate.LossCertificate`
-pairs them), relative to the exact fit's error, with its standard error.
+``--n-train``), landmarks in a uniform random order of the seed: for each
+of ``--ranks`` and for every row as a landmark (exact kernel ridge), the
+exact leave-one-out residuals of ``Ridge(alpha)`` with an intercept on
+``DoFNystroem`` features of the first ``q`` landmarks; then each rank's
+leave-one-out excess over the exact fit, paired over the rows that are no
+landmark among its first ``q`` (as the certificate pairs them), relative to
+the exact fit's error, with its standard error.
 
 This is the most the certified rank could know: its rounds see the same
 differences on a factor of fewer columns, plus a tail.  A rank whose excess
@@ -28,9 +29,20 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_auto_rank as bench  # noqa: E402
 
-from sklearn_dof._certificate import loo_curve  # noqa: E402
-from sklearn_dof._kernels import KernelColumns  # noqa: E402
-from sklearn_dof._samplers import SAMPLING_RULES, partial_cholesky_of  # noqa: E402
+from sklearn_dof import DoFNystroem  # noqa: E402
+
+
+def loo_squares(Phi, y, alpha):
+    """Squared leave-one-out residuals of ridge regression with an
+    unpenalised intercept on the features ``Phi``."""
+    n = Phi.shape[0]
+    Phi = Phi - Phi.mean(axis=0)
+    centred = y - y.mean()
+    A = Phi.T @ Phi + alpha * np.eye(Phi.shape[1])
+    solved = np.linalg.solve(A, Phi.T)  # A^-1 Phi^T
+    leverage = np.einsum("ij,ji->i", Phi, solved) + 1.0 / n
+    fit = Phi @ (solved @ centred)
+    return ((centred - fit) / (1.0 - leverage)) ** 2
 
 
 def main():
@@ -46,31 +58,29 @@ def main():
     case = bench.make_case(args.set, args.seed, sizes)
     if case.estimator != "ridge" or case.params["kernel"] != "rbf":
         raise SystemExit("--set: a regression set of bench_auto_rank.py")
-    n = case.n_train
-    access = KernelColumns(
-        np.asarray(case.X_fit, dtype=np.float64), "rbf", {"gamma": case.params["gamma"]}
-    )
-    chol = partial_cholesky_of(access)
-    # The certified rank's landmark order for this seed (its first rounds).
-    SAMPLING_RULES["uniform"].growth(chol, n, args.seed, case.alpha)(n)
-    ranks, squares = loo_curve(chol, case.y[:, None], case.alpha, True, n_ranks=n)
-    position = np.full(n, chol.rank)
-    pivots = np.asarray(chol.column_pivots)
-    known = pivots >= 0
-    position[pivots[known]] = np.flatnonzero(known)
-    print(
-        f"{args.set} seed {args.seed}, {n} rows, lambda {case.lambda_:.1e}: "
-        f"complete factor of rank {chol.rank}"
-    )
+    X, y, n = case.X_fit, np.asarray(case.y, dtype=np.float64), case.n_train
+    order = np.random.RandomState(args.seed).permutation(n)
+
+    def squares(q):
+        features = DoFNystroem(
+            alpha=case.alpha,
+            gamma=case.params["gamma"],
+            n_components=q,
+            sampling=order[:q],
+        ).fit_transform(X)
+        return loo_squares(np.asarray(features, dtype=np.float64), y, case.alpha)
+
+    exact = squares(n)
+    print(f"{args.set} seed {args.seed}, {n} rows, lambda {case.lambda_:.1e}")
     for q in (int(v) for v in args.ranks.split(",")):
-        j = min(int(np.searchsorted(ranks, q)), ranks.shape[0] - 1)
-        rows = position >= ranks[j]
-        differences = squares[rows, j] - squares[rows, -1]
-        reference = squares[rows, -1].mean()
+        rows = np.ones(n, dtype=bool)
+        rows[order[:q]] = False
+        differences = squares(q)[rows] - exact[rows]
+        reference = exact[rows].mean()
         excess = differences.mean() / reference
         se = differences.std(ddof=1) / np.sqrt(rows.sum()) / reference
         print(
-            f"  rank {ranks[j]:5d}: leave-one-out excess {100 * excess:+.2f}% "
+            f"  rank {q:5d}: leave-one-out excess {100 * excess:+.2f}% "
             f"+- {100 * se:.2f}% (one standard error; {rows.sum()} rows)"
         )
 

@@ -297,7 +297,7 @@ def test_a_plateau_of_an_unresolved_factor_certifies_nothing(monkeypatch):
     # Uncapped, the same rounds certify nothing, and the fit is exact.
     rounds.clear()
     model = DoFKernelRidge(alpha=n * 1e-6, **kw).fit(X, y)
-    assert all(unresolved for _, _, unresolved in rounds)
+    assert rounds and all(unresolved for _, _, unresolved in rounds)
     assert model.nystroem_.exact_ and model.n_components_ == n
     exact = KernelRidge(alpha=n * 1e-6, kernel="rbf", gamma=1 / 8).fit(X, y)
     np.testing.assert_allclose(model.predict(X[:20]), exact.predict(X[:20]), rtol=1e-6)
