@@ -194,8 +194,7 @@ def _max_asymmetry(A, block=256):
     landmark block is ``p x p``, and a temporary of its size would be the
     largest array of many fits.  (Tiles, not row blocks against column
     blocks: a column block read across every row strides through memory,
-    which made this check about a tenth of an exact fit's time at 2,000
-    rows.)"""
+    and half the pairs are the same.)"""
     worst = 0.0
     n = A.shape[0]
     for i in range(0, n, block):
