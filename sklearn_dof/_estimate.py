@@ -319,20 +319,14 @@ def _certified_estimate(
             and 4 * p <= _EXACT_FRACTION * n
             and factor_d_eff(chol, alpha) > 0.5 * chol.rank
         ):
-            # A factor not resolved down to the penalty, far from n: a
-            # plateau of the leave-one-out error while most directions of L
-            # are still above the penalty is no evidence that the error has
-            # settled (the columns to come add directions that the fit uses
-            # almost unpenalised, and its error may rise and fall again:
-            # pumadyn32nm at 4,000 rows and the grid's smallest penalty, flat
-            # up to 128 columns, higher up to 1,024, lowest with every row),
-            # so the certificate is not computed (its d.o.f. are its scores'
-            # sum, which the Gram matrix gives in O(r^3)) and the rank
-            # doubles, as the doubling estimate's does below 2 d_eff columns
-            # (_converged).  (Where the round after next would pass half of
-            # n the certificate decides between the next round and the
-            # exact fit, below.  The logistic loss's d.o.f. are weighted by
-            # the curvatures of Newton's fit, which its certificate makes.)
+            # A factor not resolved down to the penalty (why a plateau of it
+            # is no evidence: LossCertificate.resolved), far from n: no
+            # certificate, and the rank doubles, as the doubling estimate's
+            # does below 2 d_eff columns (_converged).  Where the round after
+            # next would pass half of n, the certificate decides between the
+            # next round and the exact fit (below).  (The logistic loss's
+            # d.o.f. are weighted by the curvatures of Newton's fit, which
+            # its certificate makes.)
             certificate, certified, unresolved = None, None, True
         else:
             certify = (
