@@ -62,6 +62,20 @@ DEFAULT_LAMBDAS = np.logspace(-6, 0, 13)
 CV_MAX_COMPONENTS = 640
 
 
+def _weighted_n_samples(X, sample_weight, xp=None):
+    """The ``n`` of the paper's scale ``alpha = n * lambda`` for a weighted fit.
+
+    With weights the data term is ``sum_i w_i loss_i``, which is ``n`` times
+    the paper's ``(1/n) sum loss`` on the data set that repeats row ``i``
+    ``w_i`` times: ``n`` is the total weight, so that weights and
+    repetitions get the same penalties.
+    """
+    if sample_weight is None:
+        return X.shape[0]
+    total = sample_weight.sum() if xp is None else xp.sum(sample_weight)
+    return float(total)
+
+
 def _shape_coef(W, y_ndim):
     """Ridge's convention for coefficients ``W`` (p, k): (p,) or (k, p)."""
     return W[:, 0].copy() if y_ndim == 1 else W.T.copy()
@@ -493,7 +507,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         None: ``n_samples * lambda`` for ``lambda`` in
         ``1e-6, 10^-5.5, ..., 1`` (:data:`DEFAULT_LAMBDAS`, half
         decades), the paper's scale,
-        which means the same whatever the number of rows.  With
+        which means the same whatever the number of rows; with
+        ``sample_weight``, ``n_samples`` is the sum of the weights, so that
+        integer weights try the penalties of the repeated rows.  With
         ``n_components="auto"`` the rank is certified for the penalty with
         the smallest leave-one-out error at the rank grown so far, round
         after round; otherwise it is chosen at ``min(alphas)``.
@@ -694,6 +710,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
 
     def _check_alphas(self, n_samples):
+        """The penalties to try; ``n_samples`` is the weighted row count
+        (:func:`_weighted_n_samples`) that ``alphas=None`` scales."""
         if self.alphas is None:
             return n_samples * DEFAULT_LAMBDAS
         alphas = np.asarray(self.alphas)
@@ -766,13 +784,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             X, y, sample_weight = self._validate_array_api(
                 X, y, sample_weight, *namespace
             )
-            alphas = self._check_alphas(X.shape[0])
+            alphas = self._check_alphas(
+                _weighted_n_samples(X, sample_weight, namespace[0])
+            )
             nystroem = self._new_nystroem(float(alphas.min()), self.tol, self.loss_tol)
             return _array_api.fit_ridge(
                 self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
             )
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
-        alphas = self._check_alphas(X.shape[0])
+        alphas = self._check_alphas(_weighted_n_samples(X, sample_weight))
         if X.shape[0] < 2:
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."

@@ -25,6 +25,8 @@ from sklearn_dof import (
     DoFNystroem,
 )
 
+from .conftest import array_placements, unusable_device_reason
+
 COMBINATIONS = [
     c for c in yield_namespace_device_dtype_combinations() if c[0] != "numpy"
 ]
@@ -229,3 +231,43 @@ def test_errors_name_what_to_change(data):
         fitted = DoFKernelRidge(alpha=1.0, n_components=10).fit(X_xp, y_xp)
     with pytest.raises(TypeError, match="fitted on array-API arrays"):
         fitted.predict(X)
+
+
+# --------------------------------------------------------------------------
+# Devices that cannot run are skipped, with the reason (tests/conftest.py)
+
+
+def test_host_namespaces_are_always_usable():
+    assert unusable_device_reason("numpy", None) is None
+    assert unusable_device_reason("array_api_strict", "device1") is None
+
+
+def test_a_torch_device_is_usable_when_an_allocation_there_succeeds():
+    torch = pytest.importorskip("torch")
+    assert unusable_device_reason("torch", "cpu") is None
+    # Whatever the build says, the answer is what allocating there gives.
+    try:
+        torch.zeros(1, device="cuda")
+        cuda_allocates = True
+    except Exception:
+        cuda_allocates = False
+    assert (unusable_device_reason("torch", "cuda") is None) == cuda_allocates
+    reason = unusable_device_reason("torch", "no-such-device")
+    assert reason is not None and "'no-such-device'" in reason
+
+
+def test_array_placements_read_the_estimator_checks():
+    # The array-API checks scikit-learn yields for an estimator that
+    # declares array-API support: every torch device among them is found.
+    from sklearn.utils.estimator_checks import _yield_array_api_checks
+
+    placements = set()
+    for check in _yield_array_api_checks(DoFKernelRidge()):
+        placements.update(array_placements({"check": check}))
+    assert {("torch", "cpu"), ("torch", "cuda"), ("array_api_strict", "device1")} <= (
+        placements
+    )
+    assert array_placements(
+        {"namespace": "torch", "device_name": "cuda", "dtype_name": "float32"}
+    ) == [("torch", "cuda")]
+    assert array_placements({"name": "ridge"}) == []

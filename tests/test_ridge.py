@@ -543,6 +543,18 @@ def test_cv_errors(data):
         DoFKernelRidgeCV(criterion="aic").fit(X, y)
 
 
+def test_cv_default_grid_scales_with_the_total_weight(data):
+    # sum_i w (y_i - f_i)^2 + w n lambda ||f||^2 is w times the unweighted
+    # objective at n lambda: constant weights must change nothing but
+    # alpha_, which the default grid reads as the total weight times lambda.
+    X, y, _ = data
+    params = dict(gamma=GAMMA, n_components=60, random_state=0)
+    plain = DoFKernelRidgeCV(**params).fit(X, y)
+    weighted = DoFKernelRidgeCV(**params).fit(X, y, sample_weight=np.full(len(y), 3.0))
+    assert weighted.alpha_ == pytest.approx(3.0 * plain.alpha_, rel=1e-12)
+    np.testing.assert_allclose(weighted.predict(X), plain.predict(X), atol=1e-8)
+
+
 def test_cv_scalar_alpha(data):
     X, y, _ = data
     model = DoFKernelRidgeCV(alphas=2.0, gamma=GAMMA, random_state=0).fit(X, y)
@@ -554,22 +566,6 @@ def test_cv_scalar_alpha(data):
 # --------------------------------------------------------------------------
 # scikit-learn's estimator checks
 
-_WEIGHTS_VS_REPETITIONS = (
-    "the landmarks are drawn among the training rows and the rank follows "
-    "their number, whatever their sample_weight: repeating a row or giving "
-    "it weight zero changes the Nystroem features, while weighting does not"
-)
-
-
-def _expected_failed_checks(estimator):
-    # Only fails when the rank is below n_samples (on the check's 15 to 45
-    # rows the automatic rank may take every row, and the features then give
-    # exact kernel ridge regression, for which the equivalence holds).
-    return {
-        "check_sample_weight_equivalence_on_dense_data": _WEIGHTS_VS_REPETITIONS,
-        "check_sample_weight_equivalence_on_sparse_data": _WEIGHTS_VS_REPETITIONS,
-    }
-
 
 @parametrize_with_checks(
     [
@@ -577,8 +573,7 @@ def _expected_failed_checks(estimator):
         DoFKernelRidge(sampling="pivoted", fit_intercept=False),
         DoFKernelRidgeCV(),
         DoFKernelRidgeCV(criterion="gcv", sampling="pivoted", alphas=(1.0, 10.0)),
-    ],
-    expected_failed_checks=_expected_failed_checks,
+    ]
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
