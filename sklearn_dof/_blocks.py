@@ -27,8 +27,9 @@ import numpy as np
 from sklearn import get_config
 from sklearn.utils import gen_batches
 
-from . import _blas, _parallel
+from . import _blas, _parallel, _tiles
 from ._kernels import kernel_block
+from ._tiles import mirror_lower
 
 # A block of rows holds the kernel block, its features and one temporary of
 # the same size (the squared distances of the RBF kernel, say).
@@ -85,7 +86,7 @@ class _GramTerm:
 
     def dense(self):
         """``B^T B`` in float64, exactly symmetric (numpy's syrk mirrors it)."""
-        return (self.block.T @ self.block).astype(np.float64, copy=False)
+        return _tiles.gram(self.block)
 
 
 class _GramSum:
@@ -106,28 +107,39 @@ class _GramSum:
     measurements).
     """
 
-    __slots__ = ("total", "scratch", "lower_only")
+    __slots__ = ("total", "scratch", "lower_only", "in_place")
 
     def __init__(self):
         self.total = self.scratch = None
-        self.lower_only = False
+        self.lower_only = self.in_place = False
 
     def add(self, term):
         B = term.block
+        p = B.shape[1]
         if self.total is None:
-            self.lower_only = B.dtype == np.float64 and _in_place_syrk()
+            in_place = B.dtype == np.float64 and _in_place_syrk()
+            # Above the tile order numpy's syrk can crash (see _tiles): the
+            # general route sums the lower triangle by tiles instead.
+            self.lower_only = in_place or p > _tiles.TILE_ORDER
             if not self.lower_only:
                 self.total = term.dense()
                 return self
-            self.total = np.zeros((B.shape[1], B.shape[1]), order="F")
-        if self.lower_only:
+            self.total = np.zeros((p, p), order="F")
+            self.in_place = in_place
+        if self.lower_only and self.in_place:
+            # One BLAS thread: OpenBLAS's single-threaded syrk, which did
+            # not crash at any order measured.
             _blas.syrk_lower_add(self.total, B)
             return self
         if self.scratch is None or self.scratch.dtype != B.dtype:
-            self.scratch = np.empty((B.shape[1], B.shape[1]), dtype=B.dtype)
+            width = p if not self.lower_only else _tiles.TILE_ORDER
+            self.scratch = np.empty((p, width), dtype=B.dtype)
         # float32 blocks: summed in float32 within the block (the speed the
         # user asked for), in float64 across blocks.
-        self.total += np.matmul(B.T, B, out=self.scratch)
+        if self.lower_only:
+            _tiles.add_lower_gram(self.total, B, self.scratch)
+        else:
+            self.total += np.matmul(B.T, B, out=self.scratch)
         return self
 
 
@@ -146,18 +158,6 @@ def gram_total(total):
     if total.lower_only:
         return mirror_lower(total.total)
     return total.total
-
-
-def mirror_lower(A, block=512):
-    """Fill the strict upper triangle of square ``A`` from its lower one, in
-    place, by square blocks (no ``p x p`` temporary)."""
-    p = A.shape[0]
-    for start in range(0, p, block):
-        stop = min(start + block, p)
-        diagonal = A[start:stop, start:stop]
-        diagonal[...] = np.tril(diagonal) + np.tril(diagonal, -1).T
-        A[start:stop, stop:] = A[stop:, start:stop].T
-    return A
 
 
 def _one_blas_thread():

@@ -42,6 +42,7 @@ import math
 import numpy as np
 from scipy.special import expit
 
+from . import _tiles
 from ._blocks import FeatureBlocks, for_row_blocks, normal_equations
 from ._linalg import lower_triangular_inverse
 from ._newton import logistic_newton
@@ -417,7 +418,7 @@ def _shifted_inverse_factor(gram, alpha):
     """
     r = gram.shape[0]
     shift = max(alpha, r * np.finfo(float).eps * float(np.abs(np.diag(gram)).max()))
-    return lower_triangular_inverse(np.linalg.cholesky(gram + shift * np.eye(r))), shift
+    return lower_triangular_inverse(_tiles.cholesky(gram + shift * np.eye(r))), shift
 
 
 def factor_d_eff(factor, alpha):

@@ -52,7 +52,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from . import _kernels, _linalg
+from . import _kernels, _linalg, _tiles
 from ._blocks import FeatureBlocks, _add, materialize
 from ._kernels import _UNIT_DIAGONAL, KernelColumns
 from ._sampling import DEFAULT_RTOL, PartialCholesky
@@ -506,7 +506,7 @@ class DaskPartialCholesky(PartialCholesky):
     def gram(self):
         # Lazy: summed in the graph of its consumer (quadratic_forms).
         G = self.factor.astype(np.float64)
-        return G.T @ G
+        return _tiles.gram(G)
 
     def _schur_columns(self, indices):
         # The whole residual block as one lazy dask array, on the persisted

@@ -19,10 +19,9 @@ from numbers import Real
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import lapack
 from sklearn.utils._param_validation import Interval, validate_params
 
-from . import _linalg
+from . import _linalg, _tiles
 from ._validation import (
     check_factor,
     check_penalty_resolution,
@@ -152,7 +151,7 @@ def _averaged_dof(chol, alpha, n, uniform):
     elif uniform:
         # Uniform columns: (n / p) eig K(I, I) estimates the top of eig K.
         G_I = chol.factor[np.asarray(chol.pivots, dtype=np.intp)].astype(np.float64)
-        spectrum = (n / len(chol.pivots)) * linalg.eigvalsh(G_I.T @ G_I)
+        spectrum = (n / len(chol.pivots)) * linalg.eigvalsh(_tiles.gram(G_I))
     else:
         # Chosen columns: eig L <= eig K, a lower bound on d_ave.
         spectrum = linalg.eigvalsh(np.asarray(chol.gram()))
@@ -197,11 +196,11 @@ def _shrinkage_traces(A, alpha):
     np.add(A, A.T, out=B)
     B *= 0.5
     B[np.diag_indices(p)] += alpha
-    factor, info = lapack.dpotrf(B, lower=1, clean=1, overwrite_a=1)
+    factor, info = _tiles.potrf(B, lower=True, overwrite_a=True)
     if info != 0:
         return None
     # The lower triangle of H; the upper one is zero (clean=1).
-    H, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
+    H, info = _tiles.potri(factor, overwrite_c=True)
     diag = np.diag(H).copy()
     trace = p - alpha * float(diag.sum())
     squares = 2.0 * np.einsum("ij,ij->", H, H) - float(diag @ diag)  # ||H||_F^2
@@ -279,14 +278,14 @@ def leverage_score_bounds(G, pivots, residual, alpha):
         upper = np.minimum(residual / alpha, 1.0)
         return lower, upper.copy(), upper
     eye = np.eye(r)
-    lower = _linalg.quadratic_forms(G, G.T @ G + alpha * eye)
+    lower = _linalg.quadratic_forms(G, _tiles.gram(G) + alpha * eye)
 
     G_I = G[np.asarray(pivots, dtype=np.intp)]
-    M = G_I.T @ G_I
+    M = _tiles.gram(G_I)
     ridge = residual / alpha + _linalg.quadratic_forms(G, M + alpha * eye)
 
     eps = residual.sum()
-    eigvals, V = linalg.eigh(G.T @ G)
+    eigvals, V = linalg.eigh(_tiles.gram(G))
     positive = eigvals > eigvals.max() * np.finfo(float).eps * r
     U = (G @ V[:, positive]) / np.sqrt(eigvals[positive])
     f_eps = _linalg.shrinkage(np.array([eps]), alpha)[0]

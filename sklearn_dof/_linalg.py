@@ -13,8 +13,9 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
-from . import _parallel
-from ._blocks import for_row_blocks, mirror_lower
+from . import _parallel, _tiles
+from ._blocks import for_row_blocks
+from ._tiles import mirror_lower
 
 
 def shrinkage(eigvals, alpha):
@@ -28,7 +29,7 @@ def quadratic_forms(G, A):
     # With A = C C^T, the forms are the squared row norms of G C^-T, a
     # triangular product.  A >= alpha I keeps the triangular inverse
     # accurate enough for scores.
-    C_inv = lower_triangular_inverse(np.linalg.cholesky(A))
+    C_inv = lower_triangular_inverse(_tiles.cholesky(A))
     trmm = linalg.get_blas_funcs("trmm", (C_inv,))
     forms = np.empty(G.shape[0])
 
@@ -133,7 +134,7 @@ def landmark_cholesky(gram, rtol=PINV_RTOL):
     # Its upper triangle: the block is symmetric up to rounding, and
     # check_landmark_gram warns when it is not.
     gram = np.asarray(gram, dtype=np.float64)
-    R, info = lapack.dpotrf(gram, lower=0, clean=1)
+    R, info = _tiles.potrf(gram, lower=False)
     if info != 0:
         return None
     # LAPACK's 1-norm, read in place: the 1-norm of a C-ordered array is
@@ -180,7 +181,7 @@ def shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
     if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty:
         return None
     shifted = gram + shift * np.eye(gram.shape[0])
-    R, info = lapack.dpotrf(shifted, lower=0, clean=1)
+    R, info = _tiles.potrf(shifted, lower=False)
     if info != 0:
         return None
     return R, shifted
@@ -217,9 +218,7 @@ class LandmarkBasis:
         try:
             # A symmetric C-ordered array is its own Fortran-ordered
             # transpose: LAPACK factors it in place, no p x p copy.
-            factor = linalg.cho_factor(
-                A.T, lower=True, overwrite_a=True, check_finite=False
-            )
+            factor = _tiles.cho_factor(A.T, lower=True, overwrite_a=True)
         except linalg.LinAlgError:
             return None
         R = self.cholesky

@@ -32,6 +32,7 @@ from scipy.special import expit, logsumexp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
+from . import _tiles
 from ._blocks import FeatureBlocks
 
 # 256 MiB: a Hessian of side K (p + 1) up to 5792 is formed and factored.
@@ -210,7 +211,7 @@ class _Problem:
                 d = D_b[:, j]
                 if nonneg:
                     scaled = Phi_b * np.sqrt(d)[:, None]
-                    out[j, :p, :p] = scaled.T @ scaled
+                    out[j, :p, :p] = _tiles.gram(scaled)
                 else:
                     out[j, :p, :p] = Phi_b.T @ (d[:, None] * Phi_b)
                 if self.fit_intercept:
@@ -284,7 +285,7 @@ def _cho_factor(H):
     for _ in range(12):
         H[np.diag_indices_from(H)] = diagonal + shift
         try:
-            factor = linalg.cho_factor(H, lower=True, check_finite=False)
+            factor = _tiles.cho_factor(H, lower=True)
         except linalg.LinAlgError:
             factor = None
         if factor is not None and np.all(np.isfinite(factor[0].diagonal())):

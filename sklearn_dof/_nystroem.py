@@ -16,7 +16,7 @@ from sklearn.base import (
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _array_api, _dask, _linalg, _parallel
+from . import _array_api, _dask, _linalg, _parallel, _tiles
 from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product, mirror_lower
 from ._dof import _landmark_dof, _uniform_landmark_dof
 from ._kernels import (
@@ -724,7 +724,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             return estimate
         G = self._kernel_to_landmarks(X).astype(np.float64) @ self.normalization_.T
         residual = np.clip(access.diagonal() - (G * G).sum(axis=1), 0, None)
-        gram = G.T @ G
+        gram = _tiles.gram(G)
         if _dask.is_dask_array(G):
             forms = _dask.quadratic_forms
         else:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import linalg
 
+from . import _tiles
 from ._blocks import normal_equations
 
 # Refinement of a solve in the kernel basis (see KernelBasisRidgeProblem): stop when
@@ -288,7 +289,7 @@ def _ridge_solver(gram, alpha, exact=True):
     A = np.array(gram, dtype=np.float64, order="F")
     A[np.diag_indices_from(A)] += alpha
     try:
-        factor = linalg.cho_factor(A, lower=True, overwrite_a=True)
+        factor = _tiles.cho_factor(A, lower=True, overwrite_a=True)
         return lambda rhs: linalg.cho_solve(factor, rhs)
     except linalg.LinAlgError:
         if exact:
@@ -445,7 +446,7 @@ def exact_kernel_ridge(gram, y, sample_weight, alpha, fit_intercept):
         M *= root[None, :]
     M[np.diag_indices(n)] += alpha
     try:
-        factor = linalg.cho_factor(M, lower=True, overwrite_a=True, check_finite=False)
+        factor = _tiles.cho_factor(M, lower=True, overwrite_a=True)
     except linalg.LinAlgError:
         return None
     ones = np.ones(n) if root is None else root

@@ -28,7 +28,7 @@ from scipy.linalg import lapack
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
-from . import _linalg
+from . import _linalg, _tiles
 from ._blocks import for_row_blocks
 from ._validation import check_square_matrix
 
@@ -107,12 +107,15 @@ def _pivot_transform(S_BB, tol):
     # (numpy's LAPACK: scipy's is a second BLAS thread pool, which competes
     # with numpy's right after the products around it.)
     try:
-        lower = np.linalg.cholesky(S_BB)
+        lower = _tiles.cholesky(S_BB)
     except np.linalg.LinAlgError:
         lower = None
     if lower is not None and np.diag(lower).min(initial=np.inf) ** 2 > tol:
         return _linalg.lower_triangular_inverse(lower).T, np.arange(k)
-    U, piv, rank, info = lapack.dpstrf(S_BB, tol=tol, lower=0)
+    # LAPACK's pivoted Cholesky updates by syrk, which has no tiled form
+    # here: past the tile order it runs on one BLAS thread (see _tiles).
+    with _tiles.one_blas_thread_above(k):
+        U, piv, rank, info = lapack.dpstrf(S_BB, tol=tol, lower=0)
     if info < 0:  # pragma: no cover - only for invalid arguments
         raise linalg.LinAlgError(f"dpstrf failed with info={info}.")
     piv = piv[:k] - 1  # LAPACK's pivots count from one
@@ -123,7 +126,7 @@ def _pivot_transform(S_BB, tol):
     if rank < k:
         rest = piv[rank:]
         coupling = U[:rank, rank:]
-        schur = S_BB[np.ix_(rest, rest)] - coupling.T @ coupling
+        schur = S_BB[np.ix_(rest, rest)] - _tiles.gram(coupling)
         if np.abs(schur).max(initial=0.0) > 2 * tol:
             eigvals, eigvecs = linalg.eigh(S_BB)
             keep = eigvals > tol
@@ -134,7 +137,7 @@ def _pivot_transform(S_BB, tol):
         # pivoting (they are well conditioned now), so that their columns
         # do not follow the rounding that ordered near-equal residuals.
         kept = np.sort(piv[:rank])
-        U_kept, info = lapack.dpotrf(S_BB[np.ix_(kept, kept)], lower=0, clean=1)
+        U_kept, info = _tiles.potrf(S_BB[np.ix_(kept, kept)], lower=False)
         if info == 0:
             inverse, _ = lapack.dtrtri(U_kept, lower=0)
             transform[kept] = inverse
@@ -227,7 +230,7 @@ class PartialCholesky:
             cross = G[:, :known].astype(np.float64, copy=False).T @ new
             gram[:known, known:] = cross
             gram[known:, :known] = cross.T
-        gram[known:, known:] = new.T @ new
+        gram[known:, known:] = _tiles.gram(new)
         self._gram = gram
         return gram
 

@@ -13,6 +13,7 @@ from sklearn_dof import (
     DoFKernelRidgeCV,
     _blas,
     _parallel,
+    _tiles,
 )
 from sklearn_dof._blocks import FeatureBlocks, normal_equations, row_batch_size
 
@@ -31,10 +32,14 @@ def test_row_batch_size_follows_working_memory():
     assert row_batch_size(10**6, 10**6, 8, working_memory=1) == 1
 
 
-@pytest.mark.parametrize("threads", [None, 1])
+@pytest.mark.parametrize("tile_order", [None, 3])
+@pytest.mark.parametrize("threads", [None, 2, 1])
 @pytest.mark.parametrize("fit_intercept", [True, False])
-def test_normal_equations_match_dense(fit_intercept, threads):
+def test_normal_equations_match_dense(fit_intercept, threads, tile_order, monkeypatch):
     # One BLAS thread: the Gram sum is updated in place by scipy's syrk.
+    # More: by numpy's products, by tiles past the tile order (_tiles).
+    if tile_order is not None:
+        monkeypatch.setattr(_tiles, "TILE_ORDER", tile_order)
     with threadpool_limits(threads, user_api="blas"):
         _check_normal_equations(fit_intercept)
 
@@ -89,7 +94,10 @@ def test_workers_add_their_blocks_into_one_sum_each(in_place, monkeypatch):
     np.testing.assert_array_equal(gram, gram.T)
 
 
-def test_float32_blocks_sum_in_float64():
+@pytest.mark.parametrize("tile_order", [None, 4])
+def test_float32_blocks_sum_in_float64(tile_order, monkeypatch):
+    if tile_order is not None:
+        monkeypatch.setattr(_tiles, "TILE_ORDER", tile_order)
     rng = np.random.RandomState(2)
     Phi = (rng.randn(700, 9) + 3.0).astype(np.float32)
     y = rng.randn(700, 1)

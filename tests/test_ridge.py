@@ -13,7 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge_solve
+from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge_solve, _tiles
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
 ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0)
@@ -163,16 +163,16 @@ def test_cholesky_failure_falls_back_to_eigh(data, monkeypatch, dtype):
     expected = model.fit(X, y, sample_weight=sw).predict(X)
 
     class BrokenCholesky:
-        """scipy.linalg, but for _ridge_solve only, with a failing cho_factor."""
+        """_tiles, but for _ridge_solve only, with a failing cho_factor."""
 
         def __getattr__(self, name):
-            return getattr(linalg, name)
+            return getattr(_tiles, name)
 
         @staticmethod
         def cho_factor(*args, **kwargs):
             raise linalg.LinAlgError("not positive definite")
 
-    monkeypatch.setattr(_ridge_solve, "linalg", BrokenCholesky())
+    monkeypatch.setattr(_ridge_solve, "_tiles", BrokenCholesky())
     if dtype == np.float32:
         with pytest.warns(linalg.LinAlgWarning, match="eigendecomposition"):
             fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)

@@ -1,0 +1,240 @@
+"""Products and factorisations with a ``p x p`` output, by tiles.
+
+OpenBLAS's threaded ``dsyrk`` (``level3_syrk_threaded.c``) crashes the
+process with a segmentation fault for large outputs, and with it everything
+built on it: LAPACK's ``dpotrf`` (its trailing updates are syrk), numpy's
+``B.T @ B`` (numpy calls syrk when both operands are one array).  Measured
+with the OpenBLAS of numpy 2.4.6 (0.3.31) and scipy 1.17.1 (0.3.30) on a
+2-core x86-64 machine (``benchmarks/blas_boundary.py``): ``B.T @ B`` with
+``B`` of shape ``(k, n)`` on 2 threads crashed at ``n = 18,250, k = 256``
+and at ``n = 16,384, k = 1,024`` and ran at ``n = 18,000, k = 256``,
+``n = 16,384, k = 512``, ``n = 12,000, k = 1,024`` and ``n = 8,192`` for
+every ``k`` up to ``8,192`` and every thread count from 2 to 16; the
+Cholesky factorisation crashed at ``n = 16,384`` and ran at ``15,000``;
+on one thread both ran at ``n = 20,000``.  General products (``dgemm``,
+``n = 20,000``, ``k = 4,096``), ``dsyr2k`` (``n = 18,250``) and ``dtrsm``
+(``n = 20,000``) did not crash.  This class of crash is known upstream
+(OpenBLAS issues 2562 and 2821).
+
+So no call here hands OpenBLAS a syrk or a Cholesky factorisation of order
+above :data:`TILE_ORDER`: larger ones run by square tiles of at most that
+order, their off-diagonal tiles by general products.  The flops are those of
+the untiled call (the tiles cover one triangle), and a tile of 8,192 keeps
+the BLAS at its full rate on any number of cores.
+"""
+
+import contextlib
+
+import numpy as np
+from scipy import linalg
+from scipy.linalg import blas, lapack
+from threadpoolctl import threadpool_limits
+
+#: The largest order of a syrk output or a Cholesky factorisation handed to
+#: the BLAS in one call: half the smallest order measured to crash (see the
+#: module's docstring), and safe at every thread count measured.
+TILE_ORDER = 8192
+
+
+# The width of the column tiles of the tiled Cholesky factorisation's
+# trailing updates: wide enough for the BLAS's full rate, narrow enough that
+# each update's temporary (n x this, float64) stays small beside the matrix.
+_UPDATE_COLUMNS = 2048
+
+
+def _tile_edges(start, stop, tile):
+    return [(a, min(a + tile, stop)) for a in range(start, stop, tile)]
+
+
+def gram(M, tile=None):
+    """``M^T M`` in float64 for ``M`` of shape ``(k, p)``, exactly symmetric.
+
+    numpy's syrk (one triangle, mirrored) up to :data:`TILE_ORDER`; above
+    it, the lower triangle by column tiles whose products are general ones,
+    mirrored.  float32 ``M`` is multiplied in float32, as numpy would.
+    """
+    tile = TILE_ORDER if tile is None else tile
+    p = M.shape[1]
+    if p <= tile:
+        return (M.T @ M).astype(np.float64, copy=False)
+    out = np.zeros((p, p))
+    add_lower_gram(out, M, tile=tile)
+    return mirror_lower(out)
+
+
+def add_lower_gram(total, M, scratch=None, tile=None):
+    """``total += M^T M`` on the lower triangle of ``total``, by tiles.
+
+    Parameters
+    ----------
+    total : ndarray of shape (p, p)
+        The running sum; only its lower triangle (diagonal included) is
+        updated, the rest of each diagonal tile too.
+    M : ndarray of shape (k, p)
+        A block of rows.
+    scratch : ndarray of shape (p, tile) or larger, default=None
+        Reused for the tiles' products (dtype of ``M``).
+    tile : int, default=TILE_ORDER
+        The order of the tiles.
+
+    Returns
+    -------
+    total : ndarray
+    """
+    tile = TILE_ORDER if tile is None else tile
+    p = M.shape[1]
+    for start, stop in _tile_edges(0, p, tile):
+        # Rows start: of columns start:stop.  The two operands are distinct
+        # views (different shapes), so numpy takes a general product, never
+        # the syrk this module avoids.
+        shape = (p - start, stop - start)
+        out = None
+        if scratch is not None:
+            out = scratch[: shape[0], : shape[1]]
+        product = np.matmul(M[:, start:].T, M[:, start:stop], out=out)
+        total[start:, start:stop] += product
+    return total
+
+
+def mirror_lower(A, block=512):
+    """Fill the strict upper triangle of square ``A`` from its lower one, in
+    place, by square blocks (no ``p x p`` temporary)."""
+    p = A.shape[0]
+    for start in range(0, p, block):
+        stop = min(start + block, p)
+        diagonal = A[start:stop, start:stop]
+        diagonal[...] = np.tril(diagonal) + np.tril(diagonal, -1).T
+        A[start:stop, stop:] = A[stop:, start:stop].T
+    return A
+
+
+def potrf(A, lower=False, overwrite_a=False, tile=None):
+    """LAPACK's ``dpotrf`` (with ``clean=1``), by tiles above
+    :data:`TILE_ORDER`.
+
+    Returns ``(factor, info)`` as :func:`scipy.linalg.lapack.dpotrf` does:
+    the lower (or upper) Cholesky factor with the other triangle zeroed, and
+    ``info > 0`` the order of the first leading minor that is not positive
+    definite.  Only the triangle named by ``lower`` is read.
+
+    Above the tile order, the right-looking block algorithm: for each
+    diagonal tile, its Cholesky factor ``L_kk`` (LAPACK), the panel below it
+    ``A_ik L_kk^{-T}`` (one triangular solve), and the update of the
+    trailing matrix ``A_ij -= L_ik L_jk^T`` by column tiles (general
+    products, which are safe at every size measured).
+    """
+    tile = TILE_ORDER if tile is None else tile
+    n = A.shape[0]
+    if n <= tile:
+        return lapack.dpotrf(A, lower=lower, clean=1, overwrite_a=overwrite_a)
+    # The lower triangle in Fortran order; the upper triangle of A is the
+    # lower one of its transpose.
+    source = A if lower else A.T
+    if overwrite_a and source.flags.f_contiguous and source.dtype == np.float64:
+        L = source
+    else:
+        L = np.array(source, dtype=np.float64, order="F")
+    for start, stop in _tile_edges(0, n, tile):
+        diagonal, info = lapack.dpotrf(
+            L[start:stop, start:stop], lower=1, clean=1, overwrite_a=0
+        )
+        if info > 0:
+            return _finish(L, lower), start + info
+        if info < 0:  # pragma: no cover - only for invalid arguments
+            raise ValueError(f"dpotrf failed with info={info}.")
+        L[start:stop, start:stop] = diagonal
+        if stop == n:
+            break
+        # The panel below the diagonal tile, A_ik L_kk^{-T}, solved in place
+        # in its one copy.
+        panel = blas.dtrsm(
+            1.0,
+            diagonal,
+            np.asfortranarray(L[stop:, start:stop]),
+            side=1,
+            lower=1,
+            trans_a=1,
+            overwrite_b=1,
+        )
+        L[stop:, start:stop] = panel
+        # The trailing matrix, lower triangle, by narrower column tiles
+        # (each product's temporary is n x _UPDATE_COLUMNS): general products
+        # of distinct views of the panel, a syrk of order at most
+        # _UPDATE_COLUMNS for the last.
+        for j_start, j_stop in _tile_edges(stop, n, _UPDATE_COLUMNS):
+            rows = panel[j_start - stop :]
+            columns = panel[j_start - stop : j_stop - stop]
+            L[j_start:, j_start:j_stop] -= rows @ columns.T
+    return _finish(L, lower), 0
+
+
+def _finish(L, lower):
+    # clean=1: the strict upper triangle of the lower factor is zero.
+    n = L.shape[0]
+    for start, stop in _tile_edges(0, n, 512):
+        L[start:stop, stop:] = 0.0
+        L[start:stop, start:stop] = np.tril(L[start:stop, start:stop])
+    return L if lower else L.T
+
+
+def cholesky(A):
+    """:func:`numpy.linalg.cholesky` (the lower factor, numpy's LAPACK and
+    thread pool), by tiles above :data:`TILE_ORDER`;
+    :class:`numpy.linalg.LinAlgError` when ``A`` is not positive definite."""
+    if A.shape[0] <= TILE_ORDER:
+        return np.linalg.cholesky(A)
+    factor, info = potrf(A, lower=True)
+    if info != 0:
+        raise np.linalg.LinAlgError(
+            f"{info}-th leading minor of the array is not positive definite"
+        )
+    return factor
+
+
+def cho_factor(A, lower=True, overwrite_a=False):
+    """:func:`scipy.linalg.cho_factor` (without the finiteness check), by
+    tiles above :data:`TILE_ORDER`: ``(factor, lower)`` for
+    :func:`scipy.linalg.cho_solve`."""
+    if A.shape[0] <= TILE_ORDER:
+        return linalg.cho_factor(
+            A, lower=lower, overwrite_a=overwrite_a, check_finite=False
+        )
+    factor, info = potrf(A, lower=lower, overwrite_a=overwrite_a)
+    if info != 0:
+        raise linalg.LinAlgError(
+            f"{info}-th leading minor of the array is not positive definite"
+        )
+    return factor, lower
+
+
+def potri(factor, overwrite_c=False):
+    """LAPACK's ``dpotri`` for a lower Cholesky factor, by tiles above
+    :data:`TILE_ORDER` (``dpotri``'s ``dlauum`` is a syrk).
+
+    Returns ``(H, info)``: the lower triangle of ``A^{-1}`` for
+    ``A = L L^T``, its strict upper triangle zero.  Above the tile order,
+    ``A^{-1} = L^{-T} L^{-1}``, the tiled Gram matrix of the rows of
+    ``L^{-1}`` (LAPACK's triangular inverse).
+    """
+    n = factor.shape[0]
+    if n <= TILE_ORDER:
+        return lapack.dpotri(factor, lower=1, overwrite_c=overwrite_c)
+    L_inv, info = lapack.dtrtri(factor, lower=1)
+    if info != 0:
+        return L_inv, info
+    return _finish(gram(L_inv), lower=True), 0
+
+
+@contextlib.contextmanager
+def one_blas_thread_above(order):
+    """Run the block on one BLAS thread if ``order`` exceeds the tile order.
+
+    For the LAPACK routines with syrk updates and no tiled form here
+    (pivoted Cholesky, ``dpstrf``): OpenBLAS's single-threaded syrk ran at
+    every order measured.
+    """
+    if order <= TILE_ORDER:
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
