@@ -21,7 +21,8 @@ features; its train and test files pooled, standardised, shuffled once,
 draws them itself (its default sampler with ``random_state=0``, checked),
 Falkon gets them by ``FixedSelector``; their default settings otherwise
 (Falkon: 20
-conjugate-gradient iterations, float64).  Each fit runs in a child process
+conjugate-gradient iterations, float64; ours: ``solver="auto"``, or the
+solver a system's name gives).  Each fit runs in a child process
 of its own with ``--threads`` threads (BLAS and OpenMP; torch's intra-op
 threads for Falkon), so that its peak resident memory is its own, in the
 order A B A B per ``M``; reported: every run, the medians and their ratio.
@@ -29,6 +30,9 @@ order A B A B per ``M``; reported: every run, the medians and their ratio.
 Usage::
 
     python benchmarks/bench_falkon.py --falkon-python /tmp/falkon-venv/bin/python
+    # the solvers of DoFKernelRidge side by side (no Falkon needed):
+    python benchmarks/bench_falkon.py --systems ours-direct,ours-cg \
+        --centres 1000,2000,4000,8000
 
 Results: ``results/falkon/results.json``.
 """
@@ -64,12 +68,16 @@ def centres(n, M):
     return uniform_columns(n, M, random_state=0)
 
 
-def fit_ours(X, y, idx, threads):
+def fit_ours(X, y, idx, threads, solver="auto"):
     from sklearn_dof import DoFKernelRidge
 
     # The default uniform sampler draws exactly ``idx`` (checked below).
     model = DoFKernelRidge(
-        alpha=X.shape[0] * LAMBDA, gamma=GAMMA, n_components=len(idx), random_state=0
+        alpha=X.shape[0] * LAMBDA,
+        gamma=GAMMA,
+        n_components=len(idx),
+        solver=solver,
+        random_state=0,
     )
 
     def fit():
@@ -79,7 +87,7 @@ def fit_ours(X, y, idx, threads):
     return model, fit, model.predict
 
 
-def fit_falkon(X, y, idx, threads):
+def fit_falkon(X, y, idx, threads, solver=None):
     import falkon
     import torch
     from falkon.center_selection import FixedSelector
@@ -106,8 +114,10 @@ def fit_falkon(X, y, idx, threads):
 def child(case):
     X, y, X_test, y_test = load()
     idx = centres(X.shape[0], case["M"])
-    build = fit_ours if case["system"] == "ours" else fit_falkon
-    _, fit, predict = build(X, y, idx, case["threads"])
+    system = case["system"]
+    build = fit_falkon if system == "falkon" else fit_ours
+    solver = system.partition("-")[2] or "auto"  # ours, ours-direct, ours-cg
+    model, fit, predict = build(X, y, idx, case["threads"], solver)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t = time.perf_counter()
     fit()
@@ -115,6 +125,8 @@ def child(case):
     out = dict(case, fit_s=fit_s, rss_before_fit_bytes=rss_before)
     out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     out["test_mse"] = float(np.mean((predict(X_test) - y_test) ** 2))
+    if system != "falkon":
+        out["n_iter"] = model.n_iter_  # None: the direct solve
     print(json.dumps(out), flush=True)
 
 
@@ -138,18 +150,26 @@ def main(argv=None):
     parser.add_argument("--centres", default="1000,3000")
     parser.add_argument("--repeat", type=int, default=2, help="A B rounds per M")
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument(
+        "--systems",
+        default="ours,falkon",
+        help="ours (solver='auto'), ours-direct, ours-cg, falkon; the first "
+        "is the base of the ratios",
+    )
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
         return
-    if not args.falkon_python:
+    systems = args.systems.split(",")
+    if "falkon" in systems and not args.falkon_python:
         parser.error("--falkon-python is required (see the module docstring)")
-    python = {"ours": sys.executable, "falkon": args.falkon_python}
+    python = {s: sys.executable for s in systems}
+    python["falkon"] = args.falkon_python
     results, summary = [], []
     for M in (int(m) for m in args.centres.split(",")):
-        runs = {"ours": [], "falkon": []}
+        runs = {s: [] for s in systems}
         for _ in range(args.repeat):
-            for system in ("ours", "falkon"):
+            for system in systems:
                 case = dict(system=system, M=M, threads=args.threads)
                 r = run_case(case, python[system], args.threads)
                 print(json.dumps(r), flush=True)
@@ -157,25 +177,17 @@ def main(argv=None):
                 runs[system].append(r)
         done = {s: [r for r in rs if "fit_s" in r] for s, rs in runs.items()}
         if all(done.values()):
-            med = {
-                s: float(np.median([r["fit_s"] for r in rs])) for s, rs in done.items()
-            }
-            summary.append(
-                {
-                    "M": M,
-                    "ours_fit_s": med["ours"],
-                    "falkon_fit_s": med["falkon"],
-                    "falkon_over_ours": med["falkon"] / med["ours"],
-                    "ours_peak_rss_gib": max(r["peak_rss_bytes"] for r in done["ours"])
-                    / 2**30,
-                    "falkon_peak_rss_gib": max(
-                        r["peak_rss_bytes"] for r in done["falkon"]
-                    )
-                    / 2**30,
-                    "ours_test_mse": done["ours"][0]["test_mse"],
-                    "falkon_test_mse": done["falkon"][0]["test_mse"],
-                }
-            )
+            base = systems[0]
+            row = {"M": M}
+            for s, rs in done.items():
+                row[f"{s}_fit_s"] = float(np.median([r["fit_s"] for r in rs]))
+                row[f"{s}_peak_rss_gib"] = max(r["peak_rss_bytes"] for r in rs) / 2**30
+                row[f"{s}_test_mse"] = rs[0]["test_mse"]
+                if "n_iter" in rs[0]:
+                    row[f"{s}_n_iter"] = rs[0]["n_iter"]
+            for s in systems[1:]:
+                row[f"{s}_over_{base}_fit_s"] = row[f"{s}_fit_s"] / row[f"{base}_fit_s"]
+            summary.append(row)
     print(json.dumps(summary, indent=1))
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
@@ -189,6 +201,7 @@ def main(argv=None):
             "gamma": GAMMA,
             "lambda": LAMBDA,
             "threads": args.threads,
+            "systems": systems,
             "commit": commit,
             "machine": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),

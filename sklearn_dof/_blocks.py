@@ -473,11 +473,14 @@ class FeatureBlocks:
         return self.map(lambda Phi_b: Phi_b)
 
 
-def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit):
+def _weighted_moments(
+    Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit, with_gram=True
+):
     """Moments of one block around fixed shifts.
 
     ``overwrite``: ``Phi_b`` is a temporary that may be shifted in place;
-    ``unit``: every weight is one (no scaling pass).
+    ``unit``: every weight is one (no scaling pass); ``with_gram``: False
+    for the first moments only (0.0 in the Gram matrix's place).
 
     Shifting by a pilot mean before summing keeps the centred Gram matrix
     accurate: the centring correction ``u u^T / S`` is then of the order of
@@ -496,7 +499,7 @@ def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit):
         scaled *= root_w[:, None]
         y_scaled = y_scaled * root_w[:, None]
     return (
-        _GramTerm(scaled),
+        _GramTerm(scaled) if with_gram else 0.0,
         (scaled.T @ y_scaled.astype(dtype, copy=False)).astype(np.float64),
         (root_w @ scaled).astype(np.float64, copy=False),
         root_w.astype(np.float64) @ y_scaled,
@@ -504,7 +507,7 @@ def _weighted_moments(Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit):
     )
 
 
-def normal_equations(features, y, sample_weight, fit_intercept):
+def normal_equations(features, y, sample_weight, fit_intercept, with_gram=True):
     """Weighted, centred normal equations of least squares on ``features``.
 
     Parameters
@@ -518,11 +521,15 @@ def normal_equations(features, y, sample_weight, fit_intercept):
     fit_intercept : bool
         Centre ``Phi`` and ``y`` by their weighted means (scikit-learn's
         ``_preprocess_data``: the intercept is not penalised).
+    with_gram : bool, default=True
+        False: the first moments only, ``O(n p)`` instead of ``n p^2``
+        (for iterative solvers, which apply the Gram matrix by passes).
 
     Returns
     -------
-    gram : ndarray of shape (p, p)
-        ``Phi_c^T S Phi_c`` for the centred features ``Phi_c``.
+    gram : ndarray of shape (p, p) or None
+        ``Phi_c^T S Phi_c`` for the centred features ``Phi_c`` (None
+        without ``with_gram``).
     rhs : ndarray of shape (p, k)
         ``Phi_c^T S y_c``.
     phi_offset : ndarray of shape (p,)
@@ -546,14 +553,16 @@ def normal_equations(features, y, sample_weight, fit_intercept):
     unit = bool(np.all(sample_weight == 1))
     gram, rhs, u, v, s = features.reduce(
         lambda Phi_b, y_b, sw_b: _weighted_moments(
-            Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit
+            Phi_b, y_b, sw_b, phi_shift, y_shift, overwrite, unit, with_gram
         ),
         y,
         sample_weight,
     )
-    gram = gram_total(gram)  # exactly symmetric: sums of syrk products
+    # Exactly symmetric: sums of syrk products.
+    gram = gram_total(gram) if with_gram else None
     if not fit_intercept:
         return gram, rhs, phi_shift, y_shift
-    gram -= np.outer(u, u) / s
+    if with_gram:
+        gram -= np.outer(u, u) / s
     rhs -= np.outer(u, v) / s
     return gram, rhs, phi_shift + u / s, y_shift + v / s

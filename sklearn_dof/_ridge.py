@@ -14,12 +14,14 @@ fixed features: one ``p x p`` eigendecomposition, then ``O(n p)`` per
 penalty.
 """
 
+import warnings
 from numbers import Real
 
 import numpy as np
 from scipy import linalg
 from sklearn import get_config
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 from sklearn.metrics import get_scorer, get_scorer_names
 from sklearn.model_selection import GridSearchCV
@@ -36,7 +38,12 @@ from sklearn.utils.validation import (
 from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._nystroem import DoFNystroem, _EveryRow
-from ._ridge_solve import cv_errors, exact_kernel_ridge, ridge_problem
+from ._ridge_solve import (
+    NystroemPCGRidgeProblem,
+    cv_errors,
+    exact_kernel_ridge,
+    ridge_problem,
+)
 
 # The parameters of both estimators forwarded to DoFNystroem (loss_tol: the
 # certified rank's, tol: the d.o.f. estimate's tolerance).
@@ -56,6 +63,10 @@ _NYSTROEM_CONSTRAINTS = {
 #: -> 0.239) and lowered it on one (ailerons 0.8145 -> 0.8136), in a
 #: development sweep that is not among the benchmarks.
 DEFAULT_LAMBDAS = np.logspace(-6, 0, 13)
+
+#: ``DoFKernelRidge(solver="auto")`` solves by conjugate gradients from this
+#: many landmarks on (doc/large_ranks.rst).
+CG_MIN_COMPONENTS = 10**9
 
 #: The default cap of ``DoFKernelRidgeCV``'s automatic rank (see its
 #: ``max_components``).
@@ -275,6 +286,17 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     tol : float, default=0.1
         Relative tolerance of the degrees-of-freedom estimate (of
         ``n_components="dof"``).
+    solver : {"auto", "direct", "cg"}, default="auto"
+        How the ridge system in ``p`` dimensions is solved.  ``"direct"``:
+        the Gram matrix of the kernel blocks (``n p^2`` flops) and a
+        Cholesky factorisation (above).  ``"cg"``: Falkon's method,
+        conjugate gradients preconditioned by the landmark block alone
+        (``O(p^3)``), one pass over the kernel blocks per step (``O(n p)``
+        beyond the kernel), until the training objective is within
+        ``1e-4`` of its minimum; it needs a Cholesky factor of the landmark
+        block (else the fit is direct) and float64 data.  ``"auto"``:
+        ``"cg"`` from ``p >= CG_MIN_COMPONENTS`` landmarks (where it was
+        measured faster, see :ref:`large_ranks`), else ``"direct"``.
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
@@ -310,6 +332,9 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         predict needs it).
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^-1``.
+    n_iter_ : int or None
+        Steps of the conjugate gradients (``solver="cg"``); None for a
+        direct solve.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -370,6 +395,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         **_NYSTROEM_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="neither")],
+        "solver": [StrOptions({"auto", "direct", "cg"})],
     }
 
     def __init__(
@@ -387,6 +413,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         max_components=None,
         fit_intercept=True,
         tol=0.1,
+        solver="auto",
         random_state=None,
         n_jobs=None,
     ):
@@ -402,6 +429,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.max_components = max_components
         self.fit_intercept = fit_intercept
         self.tol = tol
+        self.solver = solver
         self.random_state = random_state
         self.n_jobs = n_jobs
 
@@ -427,7 +455,13 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             Fitted estimator.
         """
         namespace = _array_api.dispatch_namespace(X)
+        self.n_iter_ = None
         if namespace is not None:
+            if self.solver == "cg":
+                raise ValueError(
+                    "solver='cg' runs on NumPy and Dask arrays; under "
+                    "array_api_dispatch use solver='auto' or 'direct'."
+                )
             X, y, sample_weight = self._validate_array_api(
                 X, y, sample_weight, *namespace
             )
@@ -451,6 +485,10 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, kernel_basis=True)
+        solved = self._solve_by_cg(features, y, sample_weight)
+        if solved is not None:
+            self._set_coef(*solved, y, features)
+            return self
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
         self._n_refine_passes = problem.refine_passes
@@ -466,6 +504,38 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             W = problem.solve(self.alpha)
         self._set_coef(W, problem, y, features)
         return self
+
+    def _solve_by_cg(self, features, y, sample_weight):
+        """``(W, problem)`` from :class:`NystroemPCGRidgeProblem` where
+        ``solver`` asks for it and the landmark block has a Cholesky factor;
+        None for the direct route."""
+        basis = features.basis
+        p = features.n_components
+        # An automatic rank comes with the rows' partial Cholesky factor,
+        # whose Gram matrix the direct solve reads without a pass over the
+        # data: "auto" takes the conjugate gradients only without it.
+        wanted = self.solver == "cg" or (
+            self.solver == "auto" and p >= CG_MIN_COMPONENTS and features.factor is None
+        )
+        if not wanted or basis is None or basis.cholesky is None:
+            return None
+        problem = NystroemPCGRidgeProblem(
+            features, y, sample_weight, self.fit_intercept
+        )
+        W = problem.solve(self.alpha)
+        self.n_iter_ = problem.n_iter
+        self._n_refine_passes = problem.refine_passes
+        self._refined = True
+        if not problem.converged:
+            warnings.warn(
+                f"The conjugate gradients stopped after {problem.n_iter} steps "
+                "with the training objective more than "
+                f"{problem.tol:g} above its minimum (relative); "
+                "solver='direct' solves exactly.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        return W, problem
 
 
 class _PredictionsAsInput(RegressorMixin, BaseEstimator):

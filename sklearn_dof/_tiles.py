@@ -96,6 +96,27 @@ def add_lower_gram(total, M, scratch=None, tile=None):
     return total
 
 
+def upper_outer(R):
+    """``R R^T`` for an upper triangular ``R``, full and symmetric, in
+    ``p^3 / 3`` flops.
+
+    LAPACK's ``dlauum`` up to :data:`TILE_ORDER` (its syrk within the tile
+    order); above it, the sum over column tiles ``K`` of ``R[:, K] R[:, K]^T``,
+    whose rows end with tile ``K``, each by :func:`add_lower_gram`.
+    """
+    p = R.shape[0]
+    if p <= TILE_ORDER:
+        out, info = lapack.dlauum(R, lower=0)
+        if info != 0:  # pragma: no cover - only for invalid arguments
+            raise ValueError(f"dlauum failed with info={info}.")
+        # Its upper triangle, mirrored: the lower triangle of its transpose.
+        return mirror_lower(np.triu(out).T)
+    out = np.zeros((p, p), order="F")
+    for start, stop in _tile_edges(0, p, TILE_ORDER):
+        add_lower_gram(out[:stop, :stop], R[:stop, start:stop].T, tile=_UPDATE_COLUMNS)
+    return mirror_lower(out)
+
+
 def mirror_lower(A, block=512):
     """Fill the strict upper triangle of square ``A`` from its lower one, in
     place, by square blocks (no ``p x p`` temporary)."""

@@ -126,6 +126,26 @@ def test_ridge_agrees_with_numpy(client, data):
     np.testing.assert_allclose(plain.predict(X), a.predict(X), atol=ATOL)
 
 
+def test_cg_solver_agrees_with_numpy(client, data, monkeypatch):
+    # Falkon's conjugate gradients: each step one block reduction of the
+    # kernel products on the cluster.  To the rounding floor, the numpy fit.
+    from sklearn_dof import _ridge_solve
+
+    X, y, Xd = data
+    monkeypatch.setattr(_ridge_solve, "PCG_TOL", 1e-24)
+    monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 150)
+    make = lambda: DoFKernelRidge(  # noqa: E731
+        alpha=3.0, gamma=0.5, n_components=80, solver="cg", random_state=0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning at the floor
+        a = make().fit(X, y)
+        b = make().fit(Xd, y)
+    assert b.n_iter_ > 0
+    np.testing.assert_allclose(b.dual_coef_, a.dual_coef_, atol=ATOL)
+    np.testing.assert_allclose(b.intercept_, a.intercept_, atol=ATOL)
+
+
 def test_precomputed_kernel(client, data):
     X, y, _ = data
     K = np.exp(-0.5 * ((X[:400, None] - X[None, :400]) ** 2).sum(-1))

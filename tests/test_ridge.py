@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import linalg
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_ridge import KernelRidge
 from sklearn.linear_model import Ridge, RidgeCV
 from sklearn.metrics.pairwise import rbf_kernel
@@ -781,3 +782,100 @@ def test_kernel_basis_falls_back_to_the_features(wide_data, monkeypatch):
     fallback = clone(model).fit(X, y, sample_weight=sw).predict(X)
     assert calls == ["kernel", "triangular"]
     np.testing.assert_allclose(fallback, expected, atol=1e-7)
+
+
+# --------------------------------------------------------------------------
+# solver="cg": conjugate gradients with the Nystroem preconditioner
+
+
+def _cg_data(n=600, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, 3)
+    f = np.c_[np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2], np.cos(X[:, 1])]
+    return X, f + 0.1 * rng.randn(n, 2) + 5.0, rng.uniform(0.5, 2.0, n)
+
+
+def _objective(model, X, y, sample_weight):
+    """``||y_c - Phi_c w||_S^2 + alpha ||w||^2`` of a fitted model, in the
+    features of its own landmarks (transform's basis, coef_)."""
+    Phi = model.nystroem_.transform(X)
+    s = np.ones(len(X)) if sample_weight is None else sample_weight
+    residual = y - (Phi @ model.coef_.T + model.intercept_)
+    penalty = model.alpha * np.sum(model.coef_**2, axis=-1)
+    return np.einsum("i,ij,ij->j", s, residual, residual) + penalty
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [True, False])
+@pytest.mark.parametrize("multioutput", [True, False])
+def test_cg_solution_is_the_direct_solution(
+    monkeypatch, fit_intercept, weighted, multioutput
+):
+    X, y, sw = _cg_data()
+    y = _targets(y, multioutput)
+    sw = sw if weighted else None
+    params = dict(alpha=0.3, gamma=0.5, n_components=80, random_state=0)
+    params["fit_intercept"] = fit_intercept
+    direct = DoFKernelRidge(solver="direct", **params).fit(X, y, sample_weight=sw)
+    assert direct.n_iter_ is None
+    # Run to the rounding floor: the same weights.
+    monkeypatch.setattr(_ridge_solve, "PCG_TOL", 1e-24)
+    monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # at the floor
+        cg = DoFKernelRidge(solver="cg", **params).fit(X, y, sample_weight=sw)
+    assert cg.n_iter_ > 0
+    scale = np.abs(direct.dual_coef_).max()
+    np.testing.assert_allclose(cg.dual_coef_, direct.dual_coef_, atol=1e-8 * scale)
+    np.testing.assert_allclose(cg.intercept_, direct.intercept_, atol=1e-8)
+    np.testing.assert_allclose(cg.predict(X), direct.predict(X), atol=1e-8)
+
+
+@pytest.mark.parametrize("alpha", [0.1, 3.0])
+def test_cg_stops_once_the_objective_is_within_tol(alpha):
+    X, y, sw = _cg_data(seed=1)
+    params = dict(alpha=alpha, gamma=0.5, n_components=100, random_state=0)
+    direct = DoFKernelRidge(solver="direct", **params).fit(X, y, sample_weight=sw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        cg = DoFKernelRidge(solver="cg", **params).fit(X, y, sample_weight=sw)
+    best = _objective(direct, X, y, sw)
+    excess = _objective(cg, X, y, sw) - best
+    # r^T P^-1 r estimates the excess; allow the preconditioner's mismatch.
+    assert np.all(excess <= 10 * _ridge_solve.PCG_TOL * best)
+    # ...and it stopped early: far from the rounding floor.
+    assert 0 < cg.n_iter_ < _ridge_solve.PCG_MAX_ITER
+    assert np.all(excess > 1e-16 * best)
+
+
+def test_cg_warns_when_it_stops_short(monkeypatch):
+    X, y, _ = _cg_data(seed=2)
+    monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 1)
+    model = DoFKernelRidge(alpha=0.01, gamma=0.5, n_components=100, solver="cg")
+    with pytest.warns(ConvergenceWarning, match="after 1 steps"):
+        model.fit(X, y[:, 0])
+    assert model.n_iter_ == 1
+
+
+def test_auto_solver_takes_cg_from_its_threshold(monkeypatch):
+    from sklearn_dof import _ridge
+
+    X, y, _ = _cg_data(seed=3)
+    model = DoFKernelRidge(alpha=0.3, gamma=0.5, n_components=60, random_state=0)
+    assert model.fit(X, y).n_iter_ is None
+    monkeypatch.setattr(_ridge, "CG_MIN_COMPONENTS", 60)
+    assert model.fit(X, y).n_iter_ > 0
+
+
+def test_cg_solver_is_refused_under_array_api_dispatch():
+    pytest.importorskip("array_api_strict")
+    from sklearn import config_context
+    from sklearn.utils._testing import _array_api_for_tests
+
+    xp, device = _array_api_for_tests("array_api_strict", "CPU_DEVICE", "float64")
+    X, y, _ = _cg_data(n=50)
+    with config_context(array_api_dispatch=True):
+        with pytest.raises(ValueError, match="solver='cg'"):
+            DoFKernelRidge(n_components=10, solver="cg").fit(
+                xp.asarray(X, device=device), xp.asarray(y[:, 0], device=device)
+            )
