@@ -100,19 +100,23 @@ def upper_outer(R):
     """``R R^T`` for an upper triangular ``R``, full and symmetric, in
     ``p^3 / 3`` flops.
 
-    LAPACK's ``dlauum`` up to :data:`TILE_ORDER` (its syrk within the tile
-    order); above it, the sum over column tiles ``K`` of ``R[:, K] R[:, K]^T``,
-    whose rows end with tile ``K``, each by :func:`add_lower_gram`.
+    LAPACK's ``lauum`` up to :data:`TILE_ORDER` (its syrk within the tile
+    order); above it, the sum over narrow column tiles ``K`` of
+    ``R[:, K] R[:, K]^T``, whose rows end with tile ``K``, each by
+    :func:`add_lower_gram` (which treats the triangle ending each tile as
+    dense: ``2 t^2 / p^2`` more flops for tiles of ``t`` columns).  float32
+    stays float32.
     """
     p = R.shape[0]
     if p <= TILE_ORDER:
-        out, info = lapack.dlauum(R, lower=0)
+        (lauum,) = lapack.get_lapack_funcs(("lauum",), (R,))
+        out, info = lauum(R, lower=0)
         if info != 0:  # pragma: no cover - only for invalid arguments
-            raise ValueError(f"dlauum failed with info={info}.")
+            raise ValueError(f"lauum failed with info={info}.")
         # Its upper triangle, mirrored: the lower triangle of its transpose.
         return mirror_lower(np.triu(out).T)
-    out = np.zeros((p, p), order="F")
-    for start, stop in _tile_edges(0, p, TILE_ORDER):
+    out = np.zeros((p, p), dtype=R.dtype, order="F")
+    for start, stop in _tile_edges(0, p, _UPDATE_COLUMNS):
         add_lower_gram(out[:stop, :stop], R[:stop, start:stop].T, tile=_UPDATE_COLUMNS)
     return mirror_lower(out)
 
@@ -146,17 +150,20 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
     """
     tile = TILE_ORDER if tile is None else tile
     n = A.shape[0]
+    (lapack_potrf,) = lapack.get_lapack_funcs(("potrf",), (A,))
     if n <= tile:
-        return lapack.dpotrf(A, lower=lower, clean=1, overwrite_a=overwrite_a)
+        return lapack_potrf(A, lower=lower, clean=1, overwrite_a=overwrite_a)
     # The lower triangle in Fortran order; the upper triangle of A is the
     # lower one of its transpose.
     source = A if lower else A.T
-    if overwrite_a and source.flags.f_contiguous and source.dtype == np.float64:
+    dtype = lapack_potrf.dtype
+    if overwrite_a and source.flags.f_contiguous and source.dtype == dtype:
         L = source
     else:
-        L = np.array(source, dtype=np.float64, order="F")
+        L = np.array(source, dtype=dtype, order="F")
+    (trsm,) = blas.get_blas_funcs(("trsm",), (L,))
     for start, stop in _tile_edges(0, n, tile):
-        diagonal, info = lapack.dpotrf(
+        diagonal, info = lapack_potrf(
             L[start:stop, start:stop], lower=1, clean=1, overwrite_a=0
         )
         if info > 0:
@@ -168,7 +175,7 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
             break
         # The panel below the diagonal tile, A_ik L_kk^{-T}, solved in place
         # in its one copy.
-        panel = blas.dtrsm(
+        panel = trsm(
             1.0,
             diagonal,
             np.asfortranarray(L[stop:, start:stop]),

@@ -879,3 +879,30 @@ def test_cg_solver_is_refused_under_array_api_dispatch():
             DoFKernelRidge(n_components=10, solver="cg").fit(
                 xp.asarray(X, device=device), xp.asarray(y[:, 0], device=device)
             )
+
+
+def test_cg_preconditioner_falls_back_to_float64(monkeypatch):
+    # Where float32 rounding leaves the preconditioner indefinite, it is
+    # factored in float64: the same solution.
+    from sklearn_dof import _tiles
+
+    X, y, _ = _cg_data(seed=4)
+    params = dict(alpha=0.3, gamma=0.5, n_components=80, random_state=0)
+    direct = DoFKernelRidge(solver="direct", **params).fit(X, y)
+    cho_factor = _tiles.cho_factor
+    dtypes = []
+
+    def float64_only(A, **kwargs):
+        dtypes.append(A.dtype)
+        if A.dtype == np.float32:
+            raise linalg.LinAlgError("not positive definite")
+        return cho_factor(A, **kwargs)
+
+    monkeypatch.setattr(_tiles, "cho_factor", float64_only)
+    monkeypatch.setattr(_ridge_solve, "PCG_TOL", 1e-24)
+    monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cg = DoFKernelRidge(solver="cg", **params).fit(X, y)
+    assert dtypes == [np.float32, np.float64]
+    np.testing.assert_allclose(cg.predict(X), direct.predict(X), atol=1e-8)
