@@ -2,10 +2,12 @@
 
 Which calls with a ``p x p`` output end the process (a segmentation fault in
 OpenBLAS's threaded syrk, see ``sklearn_dof/_tiles.py``), at which order,
-``k`` (the inner dimension of a product) and number of BLAS threads; and
-that the package's tiled calls (``_tiles.gram``, ``_tiles.cholesky``) run
-where the BLAS's own crash.  Each case runs in a child process, so that a
-crash is a recorded exit code, not the end of the benchmark.
+``k`` (the inner dimension of a product) and number of BLAS threads: the
+boundary below which ``_tiles`` keeps every such call.  Each case runs in a
+child process, so that a crash is a recorded exit code, not the end of the
+benchmark.  That the package's own tiled calls run where these crash is a
+slow test (``tests/test_tiles.py``), not measured here: benchmarks use the
+public API only.
 
     python benchmarks/blas_boundary.py                    # the default grid
     python benchmarks/blas_boundary.py --cases numpy_syrk:18250:256:2
@@ -22,8 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-# op:n:k:threads.  The BLAS's own calls around the crashing orders, then the
-# tiled calls of the package at and above them.
+# op:n:k:threads: the BLAS's own calls around the crashing orders.
 DEFAULT_CASES = [
     "numpy_syrk:18000:256:2",
     "numpy_syrk:18250:256:2",
@@ -39,10 +40,6 @@ DEFAULT_CASES = [
     "numpy_cholesky:15000:0:2",
     "numpy_cholesky:16384:0:2",
     "numpy_cholesky:8192:0:16",
-    "tiled_gram:18250:256:2",
-    "tiled_gram:16384:1024:2",
-    "tiled_cholesky:16384:0:2",
-    "tiled_cholesky:20000:0:2",
 ]
 
 CHILD = """
@@ -90,14 +87,6 @@ with threadpool_limits(threads):
         blas.dtrsm(1.0, A, R, lower=1)
     elif op == "numpy_cholesky":
         np.linalg.cholesky(A)
-    elif op == "tiled_gram":
-        from sklearn_dof import _tiles
-
-        _tiles.gram(B)
-    elif op == "tiled_cholesky":
-        from sklearn_dof import _tiles
-
-        _tiles.cholesky(A)
     else:
         raise SystemExit(f"unknown op {op}")
     print(time.perf_counter() - start)
@@ -144,9 +133,8 @@ def main():
     args = parser.parse_args()
     import numpy as np
     import scipy
+    import scipy.linalg  # noqa: F401  (load scipy's BLAS too, for the record)
     from threadpoolctl import threadpool_info
-
-    import sklearn_dof  # noqa: F401  (load scipy's BLAS too, for the record)
 
     records = []
     for case in args.cases:

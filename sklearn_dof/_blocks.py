@@ -132,12 +132,14 @@ class _GramSum:
             _blas.syrk_lower_add(self.total, B)
             return self
         if self.scratch is None or self.scratch.dtype != B.dtype:
-            width = p if not self.lower_only else _tiles.TILE_ORDER
+            width = p if not self.lower_only else _tiles.UPDATE_COLUMNS
             self.scratch = np.empty((p, width), dtype=B.dtype)
         # float32 blocks: summed in float32 within the block (the speed the
         # user asked for), in float64 across blocks.
         if self.lower_only:
-            _tiles.add_lower_gram(self.total, B, self.scratch)
+            _tiles.add_lower_gram(
+                self.total, B, self.scratch, tile=_tiles.UPDATE_COLUMNS
+            )
         else:
             self.total += np.matmul(B.T, B, out=self.scratch)
         return self

@@ -36,10 +36,11 @@ from threadpoolctl import threadpool_limits
 TILE_ORDER = 8192
 
 
-# The width of the column tiles of the tiled Cholesky factorisation's
-# trailing updates: wide enough for the BLAS's full rate, narrow enough that
-# each update's temporary (n x this, float64) stays small beside the matrix.
-_UPDATE_COLUMNS = 2048
+#: The width of the column tiles of the tiled products and of the tiled
+#: Cholesky factorisation's trailing updates: wide enough for the BLAS's full
+#: rate, narrow enough that each product's temporary (p x this) stays small
+#: beside the p x p matrix.
+UPDATE_COLUMNS = 2048
 
 
 def _tile_edges(start, stop, tile):
@@ -49,16 +50,18 @@ def _tile_edges(start, stop, tile):
 def gram(M, tile=None):
     """``M^T M`` in float64 for ``M`` of shape ``(k, p)``, exactly symmetric.
 
-    numpy's syrk (one triangle, mirrored) up to :data:`TILE_ORDER`; above
-    it, the lower triangle by column tiles whose products are general ones,
-    mirrored.  float32 ``M`` is multiplied in float32, as numpy would.
+    numpy's syrk (one triangle, mirrored) up to ``tile`` (default
+    :data:`TILE_ORDER`); above it, the lower triangle by column tiles of at
+    most ``UPDATE_COLUMNS`` (each product's temporary ``p x`` that), whose
+    products are general ones, mirrored.  float32 ``M`` is multiplied in
+    float32, as numpy would.
     """
     tile = TILE_ORDER if tile is None else tile
     p = M.shape[1]
     if p <= tile:
         return (M.T @ M).astype(np.float64, copy=False)
     out = np.zeros((p, p))
-    add_lower_gram(out, M, tile=tile)
+    add_lower_gram(out, M, tile=min(tile, UPDATE_COLUMNS))
     return mirror_lower(out)
 
 
@@ -116,8 +119,8 @@ def upper_outer(R):
         # Its upper triangle, mirrored: the lower triangle of its transpose.
         return mirror_lower(np.triu(out).T)
     out = np.zeros((p, p), dtype=R.dtype, order="F")
-    for start, stop in _tile_edges(0, p, _UPDATE_COLUMNS):
-        add_lower_gram(out[:stop, :stop], R[:stop, start:stop].T, tile=_UPDATE_COLUMNS)
+    for start, stop in _tile_edges(0, p, UPDATE_COLUMNS):
+        add_lower_gram(out[:stop, :stop], R[:stop, start:stop].T, tile=UPDATE_COLUMNS)
     return mirror_lower(out)
 
 
@@ -186,10 +189,10 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
         )
         L[stop:, start:stop] = panel
         # The trailing matrix, lower triangle, by narrower column tiles
-        # (each product's temporary is n x _UPDATE_COLUMNS): general products
+        # (each product's temporary is n x UPDATE_COLUMNS): general products
         # of distinct views of the panel, a syrk of order at most
-        # _UPDATE_COLUMNS for the last.
-        for j_start, j_stop in _tile_edges(stop, n, _UPDATE_COLUMNS):
+        # UPDATE_COLUMNS for the last.
+        for j_start, j_stop in _tile_edges(stop, n, UPDATE_COLUMNS):
             rows = panel[j_start - stop :]
             columns = panel[j_start - stop : j_stop - stop]
             L[j_start:, j_start:j_stop] -= rows @ columns.T

@@ -40,6 +40,7 @@ def test_normal_equations_match_dense(fit_intercept, threads, tile_order, monkey
     # More: by numpy's products, by tiles past the tile order (_tiles).
     if tile_order is not None:
         monkeypatch.setattr(_tiles, "TILE_ORDER", tile_order)
+        monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", tile_order)
     with threadpool_limits(threads, user_api="blas"):
         _check_normal_equations(fit_intercept)
 
@@ -98,6 +99,7 @@ def test_workers_add_their_blocks_into_one_sum_each(in_place, monkeypatch):
 def test_float32_blocks_sum_in_float64(tile_order, monkeypatch):
     if tile_order is not None:
         monkeypatch.setattr(_tiles, "TILE_ORDER", tile_order)
+        monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", tile_order)
     rng = np.random.RandomState(2)
     Phi = (rng.randn(700, 9) + 3.0).astype(np.float32)
     y = rng.randn(700, 1)

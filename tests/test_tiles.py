@@ -98,7 +98,7 @@ def test_tiled_gram_adds_into_the_lower_triangle_with_a_scratch():
 def test_outer_product_of_a_triangle(monkeypatch, tile_order):
     R = np.triu(np.random.RandomState(3).randn(31, 31)) + 5 * np.eye(31)
     monkeypatch.setattr(_tiles, "TILE_ORDER", tile_order)
-    monkeypatch.setattr(_tiles, "_UPDATE_COLUMNS", 4)
+    monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", 4)
     out = _tiles.upper_outer(R)
     np.testing.assert_allclose(out, R @ R.T, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(out, out.T)
@@ -146,6 +146,7 @@ def test_fits_by_tiles_equal_untiled_fits(monkeypatch, estimator, blas_threads):
         warnings.simplefilter("ignore", ConvergenceWarning)  # at the floor
         expected = clone(estimator).fit(X, y).predict(X)
         monkeypatch.setattr(_tiles, "TILE_ORDER", 16)
+        monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", 16)
         predicted = clone(estimator).fit(X, y).predict(X)
     np.testing.assert_allclose(predicted, expected, rtol=1e-8, atol=1e-8)
 
