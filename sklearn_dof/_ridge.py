@@ -527,6 +527,8 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             features, y, sample_weight, self.fit_intercept
         )
         W = problem.solve(self.alpha)
+        if W is None:
+            return None
         self.n_iter_ = problem.n_iter
         self._n_refine_passes = problem.refine_passes
         self._refined = True

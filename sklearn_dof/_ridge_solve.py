@@ -365,7 +365,8 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
         self._y_norms = np.einsum("i,ij,ij->j", self.sw, y_c, y_c)
 
     def solve(self, alpha):
-        """Ridge weights (p, k) to ``tol``, or None without a Cholesky basis."""
+        """Ridge weights (p, k) to ``tol``, or None without a preconditioner
+        (the caller then solves directly)."""
         self.refine_passes = 0
         precondition = self._preconditioner(alpha)
         if precondition is None:
@@ -382,12 +383,13 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
         return None  # pragma: no cover - the steps never end by themselves
 
     def _preconditioner(self, alpha):
-        """``rhs -> P^{-1} rhs`` for ``P = (t / p) R R^T + alpha I``, or None."""
+        """``rhs -> P^{-1} rhs`` for ``P = (t / p) R R^T + alpha I``, or None
+        (no Cholesky basis, or no factor of ``P`` even in float64)."""
         R = self.basis.cholesky
         if R is None:
             return None
         p = R.shape[0]
-        for dtype in (PCG_PRECONDITIONER_DTYPE, np.float64):
+        for dtype in dict.fromkeys((PCG_PRECONDITIONER_DTYPE, np.float64)):
             P = _tiles.upper_outer(R.astype(dtype, copy=False))
             P *= dtype(float(self.sw.sum()) / p)
             P[np.diag_indices(p)] += dtype(alpha)
@@ -397,6 +399,8 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
                 continue  # float32 rounding made P indefinite
             if np.all(np.isfinite(np.diag(factor[0]))):
                 break
+        else:
+            return None
 
         def precondition(rhs):
             Z = linalg.cho_solve(factor, rhs.astype(dtype), check_finite=False)

@@ -906,3 +906,28 @@ def test_cg_preconditioner_falls_back_to_float64(monkeypatch):
         cg = DoFKernelRidge(solver="cg", **params).fit(X, y)
     assert dtypes == [np.float32, np.float64]
     np.testing.assert_allclose(cg.predict(X), direct.predict(X), atol=1e-8)
+
+
+def test_cg_without_a_preconditioner_solves_directly(monkeypatch):
+    # No factor of P even in float64: the fit falls back to the direct solve.
+    from sklearn_dof import _tiles
+
+    X, y, _ = _cg_data(seed=5)
+    params = dict(alpha=0.3, gamma=0.5, n_components=80, random_state=0)
+    direct = DoFKernelRidge(solver="direct", **params).fit(X, y)
+    cho_factor = _tiles.cho_factor
+    dtypes = []
+
+    def refuse_the_preconditioner(A, **kwargs):
+        # The first two calls factor P (float32, then float64); the direct
+        # route's own factorisations after them go through.
+        dtypes.append(A.dtype)
+        if len(dtypes) <= 2:
+            raise linalg.LinAlgError("not positive definite")
+        return cho_factor(A, **kwargs)
+
+    monkeypatch.setattr(_tiles, "cho_factor", refuse_the_preconditioner)
+    cg = DoFKernelRidge(solver="cg", **params).fit(X, y)
+    assert dtypes[:2] == [np.float32, np.float64]
+    assert cg.n_iter_ is None
+    np.testing.assert_allclose(cg.predict(X), direct.predict(X), atol=1e-8)
