@@ -881,9 +881,11 @@ def test_cg_solver_is_refused_under_array_api_dispatch():
             )
 
 
-def test_cg_preconditioner_falls_back_to_float64(monkeypatch):
-    # Where float32 rounding leaves the preconditioner indefinite, it is
-    # factored in float64: the same solution.
+@pytest.mark.parametrize("refused", [1, 2])
+def test_cg_preconditioner_fallbacks(monkeypatch, refused):
+    # refused=1: float32 rounding leaves the preconditioner indefinite, it is
+    # factored in float64.  refused=2: no factor of P even in float64, the
+    # fit solves directly.  The same solution either way.
     from sklearn_dof import _tiles
 
     X, y, _ = _cg_data(seed=4)
@@ -892,42 +894,23 @@ def test_cg_preconditioner_falls_back_to_float64(monkeypatch):
     cho_factor = _tiles.cho_factor
     dtypes = []
 
-    def float64_only(A, **kwargs):
+    def refuse_the_first_calls(A, **kwargs):
+        # The first calls factor P (float32, then float64); the direct
+        # route's own factorisations after them go through.
         dtypes.append(A.dtype)
-        if A.dtype == np.float32:
+        if len(dtypes) <= refused:
             raise linalg.LinAlgError("not positive definite")
         return cho_factor(A, **kwargs)
 
-    monkeypatch.setattr(_tiles, "cho_factor", float64_only)
+    monkeypatch.setattr(_tiles, "cho_factor", refuse_the_first_calls)
     monkeypatch.setattr(_ridge_solve, "PCG_TOL", 1e-24)
     monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 80)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)  # at the floor
         cg = DoFKernelRidge(solver="cg", **params).fit(X, y)
-    assert dtypes == [np.float32, np.float64]
-    np.testing.assert_allclose(cg.predict(X), direct.predict(X), atol=1e-8)
-
-
-def test_cg_without_a_preconditioner_solves_directly(monkeypatch):
-    # No factor of P even in float64: the fit falls back to the direct solve.
-    from sklearn_dof import _tiles
-
-    X, y, _ = _cg_data(seed=5)
-    params = dict(alpha=0.3, gamma=0.5, n_components=80, random_state=0)
-    direct = DoFKernelRidge(solver="direct", **params).fit(X, y)
-    cho_factor = _tiles.cho_factor
-    dtypes = []
-
-    def refuse_the_preconditioner(A, **kwargs):
-        # The first two calls factor P (float32, then float64); the direct
-        # route's own factorisations after them go through.
-        dtypes.append(A.dtype)
-        if len(dtypes) <= 2:
-            raise linalg.LinAlgError("not positive definite")
-        return cho_factor(A, **kwargs)
-
-    monkeypatch.setattr(_tiles, "cho_factor", refuse_the_preconditioner)
-    cg = DoFKernelRidge(solver="cg", **params).fit(X, y)
     assert dtypes[:2] == [np.float32, np.float64]
-    assert cg.n_iter_ is None
+    if refused == 1:
+        assert len(dtypes) == 2 and cg.n_iter_ > 0
+    else:
+        assert cg.n_iter_ is None
     np.testing.assert_allclose(cg.predict(X), direct.predict(X), atol=1e-8)
