@@ -13,6 +13,23 @@ Issue 20's table: X ~ N(0, I_8), RBF gamma = 1/18, lambda = 1e-6
   ``G + alpha K(I, I)``), the yardstick of the issue;
 * ``ours_numpy``: the NumPy path on the CPU, all threads.
 
+Large ranks (issue 33; ``--centres 10000,20000 --systems
+ours_cg,falkon_reference,ours_direct --repeats 2``):
+
+* ``ours_cg`` / ``ours_direct``: :class:`~sklearn_dof.DoFKernelRidge` with
+  ``solver="cg"`` (Falkon's method) or ``solver="direct"`` (the Gram matrix
+  and a Cholesky factorisation) on the tensors, float64;
+* ``falkon_reference``: Falkon's algorithm (Rudi, Carratino and Rosasco,
+  NeurIPS 2017, Algorithm 1) in plain torch, float64, the same centres and
+  penalty, with Falkon 0.9's defaults: ``K(I, I) + 1e-13 M I``, conjugate
+  gradients from zero, at most 20 steps, stopped once the residual's norm
+  is below ``1e-7``.  Falkon's GPU build needs its CUDA extensions compiled
+  on the device machine, which has no network; this is the yardstick in
+  its place.
+
+The systems run in the order A B A B (``--repeats``) within one process,
+each fit warm and synchronised, with its peak GPU memory.
+
 Each GPU fit is timed warm (a small fit first pays CUDA's initialisation)
 and synchronised; the first fit's time is recorded too.  Test error is the
 mean squared error against noisy test labels (``test_mse_noisy``, the
@@ -44,6 +61,10 @@ from bench_scaling import GAMMA, make_data  # noqa: E402
 
 LAMBDA = 1e-6
 P = 2000
+# Falkon 0.9's defaults (FalkonOptions, Falkon(maxiter=20)).
+FALKON_EPSILON_64 = 1e-13
+FALKON_MAX_ITER = 20
+FALKON_CG_TOLERANCE = 1e-7
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "gpu"
 
 
@@ -75,11 +96,92 @@ def reference_fit(torch, X, y, p, alpha, gamma, block=65536):
     return lambda Z: rbf(Z, L).double() @ w + y_mean
 
 
+def _rbf(torch, A, B, gamma):
+    d = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
+    return torch.exp(-gamma * d.clamp_min_(0))
+
+
+def falkon_reference_fit(torch, X, y, p, alpha, gamma, working_memory=1024):
+    """Falkon's Algorithm 1 (Rudi, Carratino and Rosasco, 2017) in torch.
+
+    ``lambda = alpha / n``; ``T^T T = K_MM + eps M I``, ``A^T A = T T^T / M
+    + lambda I``; conjugate gradients on ``B^T H B beta = B^T K_nM^T y / n``
+    for ``B = T^{-1} A^{-1}`` and ``H = K_nM^T K_nM / n + lambda K_MM``, the
+    products with ``K_nM`` by blocks of rows within ``working_memory`` MiB
+    (three ``b x M`` float64 buffers, as ours).  The targets are centred
+    (Falkon fits no intercept).  The same centres as ours
+    (``uniform_columns(n, M, random_state=0)``).
+    """
+    from sklearn_dof import uniform_columns
+
+    solve = torch.linalg.solve_triangular
+    n = X.shape[0]
+    lam = alpha / n
+    idx = torch.asarray(uniform_columns(n, p, random_state=0), device=X.device)
+    C = X[idx]
+    y_mean = y.double().mean()
+    y_c = (y.double() - y_mean).reshape(n, 1)
+    block = max(1, int(working_memory * 2**20 // (3 * 8 * p)))
+    eye = torch.eye(p, dtype=torch.float64, device=X.device)
+    T = torch.linalg.cholesky(
+        _rbf(torch, C, C, gamma).double() + FALKON_EPSILON_64 * p * eye, upper=True
+    )
+    A = torch.linalg.cholesky(T @ T.T / p + lam * eye, upper=True)
+
+    def knm_t(v):
+        out = torch.zeros((p, v.shape[1]), dtype=torch.float64, device=X.device)
+        for start in range(0, n, block):
+            K = _rbf(torch, X[start : start + block], C, gamma).double()
+            out += K.T @ v[start : start + block]
+        return out
+
+    def knm_t_knm(v):
+        out = torch.zeros((p, v.shape[1]), dtype=torch.float64, device=X.device)
+        for start in range(0, n, block):
+            K = _rbf(torch, X[start : start + block], C, gamma).double()
+            out += K.T @ (K @ v)
+        return out
+
+    def bhb(u):
+        w = solve(A, u, upper=True)
+        c = knm_t_knm(solve(T, w, upper=True)) / n
+        c = solve(T.T, c, upper=False)
+        return solve(A.T, c + lam * w, upper=False)
+
+    r = solve(A.T, solve(T.T, knm_t(y_c) / n, upper=False), upper=False)
+    beta = torch.zeros_like(r)
+    R, P = r.clone(), r.clone()
+    rs = float((R * R).sum())
+    steps = 0
+    while steps < FALKON_MAX_ITER:
+        steps += 1
+        Q = bhb(P)
+        step = rs / float((P * Q).sum())
+        beta += step * P
+        R -= step * Q
+        rs_new = float((R * R).sum())
+        if rs_new < FALKON_CG_TOLERANCE**2:
+            break
+        P = R + (rs_new / rs) * P
+        rs = rs_new
+    weights = solve(T, solve(A, beta, upper=True), upper=True)
+
+    def predict(Z):
+        return _rbf(torch, Z, C, gamma).double() @ weights[:, 0] + y_mean
+
+    predict.n_iter_ = steps
+    return predict
+
+
 def _call(model, Z):
     return model(Z)
 
 
 def _record(out, name, n, fit, args, predict, X_test, y_test, f_test, torch=None):
+    cuda = torch is not None and torch.cuda.is_available()
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     t = time.perf_counter()
     model = fit(*args)
     if torch is not None:
@@ -98,12 +200,16 @@ def _record(out, name, n, fit, args, predict, X_test, y_test, f_test, torch=None
     )
     if hasattr(model, "n_components_"):
         row["n_components"] = int(model.n_components_)
+    if getattr(model, "n_iter_", None) is not None:
+        row["n_iter"] = int(model.n_iter_)
+    if cuda:
+        row["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
     out.append(row)
     print(json.dumps(row), flush=True)
     return row
 
 
-def run(n_values, output_dir, systems):
+def run(n_values, output_dir, systems, centres=(P,), repeats=1, time_limit=None):
     import torch
     from sklearn.kernel_approximation import Nystroem
     from sklearn.linear_model import Ridge
@@ -111,6 +217,7 @@ def run(n_values, output_dir, systems):
 
     from sklearn_dof import DoFKernelRidge
 
+    started = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     results = []
     meta = dict(
@@ -121,89 +228,126 @@ def run(n_values, output_dir, systems):
         sklearn=sklearn.__version__,
         numpy=np.__version__,
         cpu_count=os.cpu_count(),
-        p=P,
+        p=list(centres),
         lam=LAMBDA,
         gamma=GAMMA,
     )
     progress = output_dir / "progress.jsonl"
 
-    def ours(X, y, alpha):
+    def ours(X, y, alpha, p=P, solver="auto"):
         with sklearn.config_context(array_api_dispatch=True):
             return DoFKernelRidge(
-                alpha=alpha, gamma=GAMMA, n_components=P, random_state=0
+                alpha=alpha, gamma=GAMMA, n_components=p, solver=solver, random_state=0
             ).fit(X, y)
 
     def ours_predict(model, Z):
         with sklearn.config_context(array_api_dispatch=True):
             return model.predict(Z)
 
-    def sk(X, y, alpha):
+    def sk(X, y, alpha, p=P):
         with sklearn.config_context(array_api_dispatch=True):
             return make_pipeline(
-                Nystroem(gamma=GAMMA, n_components=P, random_state=0),
+                Nystroem(gamma=GAMMA, n_components=p, random_state=0),
                 Ridge(alpha=alpha),
             ).fit(X, y)
 
-    # Warm-up: CUDA context, cuBLAS and cuSOLVER handles.
-    Xw, yw, *_ = make_data(20_000, 8)
+    # Warm-up: CUDA context, cuBLAS and cuSOLVER handles.  At a moderate
+    # rank, both solvers: their predictions agree to the tolerance of the
+    # conjugate gradients (a check of the device path, recorded).
+    Xw, yw, Xw_test, *_ = make_data(20_000, 8)
+    Xw, yw = torch.asarray(Xw, device=device), torch.asarray(yw, device=device)
+    Xw_test = torch.asarray(Xw_test, device=device)
     t = time.perf_counter()
-    ours(
-        torch.asarray(Xw, device=device),
-        torch.asarray(yw, device=device),
-        20_000 * LAMBDA,
-    )
+    warm = ours(Xw, yw, 20_000 * LAMBDA)
     _sync(torch)
     meta["first_fit_s_20000"] = time.perf_counter() - t
+    if {"ours_cg", "ours_direct"} & systems:
+        by_solver = {
+            solver: ours_predict(ours(Xw, yw, 20_000 * LAMBDA, 1000, solver), Xw_test)
+            for solver in ("cg", "direct")
+        }
+        gap = torch.max(torch.abs(by_solver["cg"] - by_solver["direct"]))
+        meta["cg_vs_direct_max_abs_prediction_gap_n20000_p1000"] = float(gap)
+    del warm
     for n in n_values:
         X, y, X_test, y_test, f_test = make_data(n, 8)
         alpha = n * LAMBDA
         tests = (X_test, y_test, f_test)
         Xt, yt = torch.asarray(X, device=device), torch.asarray(y, device=device)
         Xt_test = torch.asarray(X_test, device=device)
-        todo = []
-        if "ours_xp" in systems:
-            todo.append(
-                ("ours_xp_float64", ours, (Xt, yt, alpha), ours_predict, Xt_test)
-            )
-            todo.append(
-                (
-                    "ours_xp_float32",
-                    ours,
-                    (Xt.float(), yt.float(), alpha),
-                    ours_predict,
-                    Xt_test.float(),
+        for p in centres:
+            todo = []
+            if "ours_cg" in systems:
+                todo.append(
+                    ("ours_cg_float64", ours, (Xt, yt, alpha, p, "cg"), ours_predict)
                 )
-            )
-        if "reference" in systems:
-            todo.append(
-                (
-                    "reference_float64",
-                    reference_fit,
-                    (torch, Xt, yt, P, alpha, GAMMA),
-                    _call,
-                    Xt_test,
+            if "falkon_reference" in systems:
+                todo.append(
+                    (
+                        "falkon_reference_float64",
+                        falkon_reference_fit,
+                        (torch, Xt, yt, p, alpha, GAMMA),
+                        _call,
+                    )
                 )
-            )
-        if "sklearn_xp" in systems:
-            todo.append(
-                ("sklearn_xp_float64", sk, (Xt, yt, alpha), ours_predict, Xt_test)
-            )
-        for name, fit, args, predict, Z in todo:
-            try:
-                _record(
-                    results, name, n, fit, args, predict, Z, *tests[1:], torch=torch
+            if "ours_xp" in systems:
+                todo.append(("ours_xp_float64", ours, (Xt, yt, alpha, p), ours_predict))
+                todo.append(
+                    (
+                        "ours_xp_float32",
+                        ours,
+                        (Xt.float(), yt.float(), alpha, p),
+                        ours_predict,
+                    )
                 )
-            except Exception as error:  # a failure is a result (sklearn at 1e6)
-                row = dict(
-                    system=name, n=n, error=f"{type(error).__name__}: {error}"[:300]
+            if "reference" in systems:
+                todo.append(
+                    (
+                        "reference_float64",
+                        reference_fit,
+                        (torch, Xt, yt, p, alpha, GAMMA),
+                        _call,
+                    )
                 )
-                results.append(row)
-                print(json.dumps(row), flush=True)
-                traceback.print_exc()
-            with progress.open("a") as f:
-                f.write(json.dumps(results[-1]) + "\n")
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+            if "sklearn_xp" in systems:
+                todo.append(
+                    ("sklearn_xp_float64", sk, (Xt, yt, alpha, p), ours_predict)
+                )
+            # The direct solve once, after the A B A B of the others.
+            order = [case for _ in range(repeats) for case in todo]
+            if "ours_direct" in systems:
+                order.append(
+                    (
+                        "ours_direct_float64",
+                        ours,
+                        (Xt, yt, alpha, p, "direct"),
+                        ours_predict,
+                    )
+                )
+            for name, fit, args, predict in order:
+                Z = Xt_test.float() if name.endswith("float32") else Xt_test
+                if time_limit and time.perf_counter() - started > time_limit:
+                    row = dict(system=name, n=n, p=p, error="skipped: time limit")
+                    results.append(row)
+                    print(json.dumps(row), flush=True)
+                    continue
+                try:
+                    _record(
+                        results, name, n, fit, args, predict, Z, *tests[1:], torch=torch
+                    )
+                    results[-1]["p"] = p
+                except Exception as error:  # a failure is a result (sklearn at 1e6)
+                    row = dict(
+                        system=name,
+                        n=n,
+                        p=p,
+                        error=f"{type(error).__name__}: {error}"[:300],
+                    )
+                    results.append(row)
+                    print(json.dumps(row), flush=True)
+                    traceback.print_exc()
+                with progress.open("a") as f:
+                    f.write(json.dumps(results[-1]) + "\n")
         if "ours_numpy" in systems:
             _record(
                 results,
@@ -230,17 +374,30 @@ def _numpy_fit(X, y, alpha):
 
 
 def summarise(results):
-    by = {(r["system"], r["n"]): r for r in results if "fit_s" in r}
+    """Median fit time per (system, n, p), and its ratio to the yardsticks
+    at the same (n, p)."""
+    fits = {}
+    for r in results:
+        if "fit_s" in r:
+            fits.setdefault((r["system"], r["n"], r.get("p", P)), []).append(r)
+    median = {k: float(np.median([r["fit_s"] for r in rs])) for k, rs in fits.items()}
     rows = []
-    for (system, n), r in sorted(by.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        row = dict(system=system, n=n, fit_s=round(r["fit_s"], 3))
-        ref = by.get(("reference_float64", n))
-        sk = by.get(("sklearn_xp_float64", n))
-        if ref:
-            row["over_reference"] = round(r["fit_s"] / ref["fit_s"], 2)
-        if sk:
-            row["sklearn_over_this"] = round(sk["fit_s"] / r["fit_s"], 2)
-        row["test_mse_noisy"] = round(r["test_mse_noisy"], 5)
+    for (system, n, p), rs in sorted(fits.items(), key=lambda kv: (kv[0][1:], kv[0])):
+        fit_s = median[(system, n, p)]
+        row = dict(system=system, n=n, p=p, fit_s=round(fit_s, 3), runs=len(rs))
+        for yardstick, column in (
+            ("reference_float64", "over_reference"),
+            ("falkon_reference_float64", "over_falkon_reference"),
+        ):
+            if (yardstick, n, p) in median:
+                row[column] = round(fit_s / median[(yardstick, n, p)], 2)
+        if ("sklearn_xp_float64", n, p) in median:
+            sklearn_s = median[("sklearn_xp_float64", n, p)]
+            row["sklearn_over_this"] = round(sklearn_s / fit_s, 2)
+        row["test_mse_noisy"] = round(rs[-1]["test_mse_noisy"], 5)
+        for key in ("n_iter", "peak_gpu_gib"):
+            if key in rs[-1]:
+                row[key] = round(rs[-1][key], 2)
         rows.append(row)
     return rows
 
@@ -248,12 +405,26 @@ def summarise(results):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", default="100000,1000000")
+    parser.add_argument("--centres", default=str(P), help="landmark counts p")
     parser.add_argument("--systems", default="ours_xp,reference,sklearn_xp,ours_numpy")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--time-limit", type=float, default=None, help="seconds; later fits skipped"
+    )
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     args = parser.parse_args(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     n_values = [int(float(v)) for v in args.n.split(",")]
-    meta, results = run(n_values, args.output_dir, set(args.systems.split(",")))
+    centres = [int(float(v)) for v in args.centres.split(",")]
+    meta, results = run(
+        n_values,
+        args.output_dir,
+        set(args.systems.split(",")),
+        centres,
+        args.repeats,
+        args.time_limit,
+    )
+    meta["argv"] = sys.argv[1:] if argv is None else list(argv)
     summary = summarise(results)
     for row in summary:
         print(row)

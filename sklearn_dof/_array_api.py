@@ -48,8 +48,9 @@ from sklearn.utils._array_api import (
     move_to,
 )
 
-from . import _landmarks
+from . import _landmarks, _ridge_solve
 from ._blocks import _BUFFERS_PER_ROW
+from ._cg import pcg_ridge
 from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL
 from ._sampling import uniform_columns
 
@@ -243,13 +244,17 @@ class _Features(NamedTuple):
     xp: object
     device: object
 
-    def blocks(self):
-        """``(rows, Phi[rows])`` in float64, blocks within the budget."""
-        xp = self.xp
+    def kernel_blocks(self):
+        """``(rows, K(x[rows], I))`` in float64, blocks within the budget."""
         width = max(self.landmarks.shape[0], self.N.shape[1])
         for rows in _row_blocks(self.X.shape[0], width):
             K = kernel(self.X[rows, ...], self.landmarks, self.nystroem)
-            yield rows, xp.astype(K, xp.float64) @ self.N
+            yield rows, self.xp.astype(K, self.xp.float64, copy=False)
+
+    def blocks(self):
+        """``(rows, Phi[rows])`` in float64, blocks within the budget."""
+        for rows, K in self.kernel_blocks():
+            yield rows, K @ self.N
 
 
 class _Sums(NamedTuple):
@@ -328,6 +333,101 @@ def solve(gram, rhs, alpha, xp, device):
     """``(gram + alpha I)^{-1} rhs``."""
     eye = xp.eye(gram.shape[0], dtype=gram.dtype, device=device)
     return xp.linalg.solve(gram + alpha * eye, rhs)
+
+
+class _CGSolution(NamedTuple):
+    """Ridge weights in the features' basis from :func:`cg_solve`."""
+
+    weights: object
+    phi_mean: object
+    y_mean: object
+    n_iter: int
+    converged: bool
+
+
+def cg_solve(features, gram, y, sample_weight, fit_intercept, alpha):
+    """Falkon's method where the data live: ridge weights on the features
+    ``Phi = K(x, I) N`` by conjugate gradients, without their Gram matrix.
+
+    The NumPy path's :class:`~sklearn_dof._ridge_solve.NystroemPCGRidgeProblem`
+    in the namespace of the data: each step is one pass over the kernel
+    blocks ``K`` (``K U`` then ``K^T S Z``, float64, never ``K N``), and
+    the preconditioner ``P = (t / p) B^T B + alpha I`` comes from the
+    landmarks' own features ``B = K(I, I) N`` (``B^T B = R R^T`` for the
+    Cholesky factor ``R^T R = K(I, I)``, Falkon's preconditioner; ``t`` the
+    total weight).  ``P^{-1}`` is formed once, in float32 where that has a
+    Cholesky factor: an accelerator applies it as one product per step.
+    Returns :class:`_CGSolution`, or None when ``P`` has no Cholesky factor
+    even in float64.
+    """
+    xp, device = features.xp, features.device
+    f64 = xp.float64
+    n, k = y.shape
+    N = features.N
+    p = N.shape[1]
+    y = xp.astype(y, f64)
+    w = None if sample_weight is None else xp.astype(sample_weight, f64)
+    total = float(n) if w is None else float(xp.sum(w))
+    y_mean = (
+        _mean(y, w, xp) if fit_intercept else xp.zeros((k,), dtype=f64, device=device)
+    )
+    y_c = y - y_mean
+    Sy = y_c if w is None else y_c * w[:, None]
+    # One pass for K^T S y_c and the weighted mean kernel row m.  (With an
+    # intercept, centring K by m leaves K^T S y_c unchanged: sum S y_c = 0.)
+    KtSy = xp.zeros((p, k), dtype=f64, device=device)
+    kernel_sum = xp.zeros((p,), dtype=f64, device=device)
+    for rows, K in features.kernel_blocks():
+        KtSy += K.T @ Sy[rows, ...]
+        kernel_sum += xp.sum(K, axis=0) if w is None else w[rows] @ K
+    m = kernel_sum / total if fit_intercept else xp.zeros_like(kernel_sum)
+
+    def apply(V):
+        """``(Phi_c^T S Phi_c + alpha I) V``: ``Phi_c = (K - 1 m^T) N``."""
+        U = N @ V
+        shift = m @ U
+        KtSZ = xp.zeros((p, V.shape[1]), dtype=f64, device=device)
+        SZ = xp.zeros((V.shape[1],), dtype=f64, device=device)
+        for rows, K in features.kernel_blocks():
+            Z = K @ U - shift
+            if w is not None:
+                Z = Z * w[rows][:, None]
+            KtSZ += K.T @ Z
+            SZ += xp.sum(Z, axis=0)
+        return N.T @ (KtSZ - m[:, None] * SZ[None, :]) + alpha * V
+
+    precondition = _cg_preconditioner(gram, N, total, alpha, xp, device)
+    if precondition is None:
+        return None
+    W, n_iter, converged = pcg_ridge(
+        apply,
+        N.T @ KtSy,
+        precondition,
+        xp.sum(Sy * y_c, axis=0),
+        _ridge_solve.PCG_TOL,
+        _ridge_solve.PCG_MAX_ITER,
+        xp,
+    )
+    return _CGSolution(W, m @ N, y_mean, n_iter, converged)
+
+
+def _cg_preconditioner(gram, N, total, alpha, xp, device):
+    """``R -> P^{-1} R`` for ``P = (t / p) (K(I, I) N)^T (K(I, I) N) + alpha I``,
+    or None; float32 first, as the NumPy path
+    (:data:`~sklearn_dof._ridge_solve.PCG_PRECONDITIONER_DTYPE`)."""
+    p = N.shape[1]
+    for dtype in dict.fromkeys((xp.float32, xp.float64)):
+        B = xp.astype(xp.astype(gram, dtype) @ xp.astype(N, dtype), dtype)
+        P = (total / p) * (B.T @ B)
+        P = 0.5 * (P + P.T) + alpha * xp.eye(p, dtype=dtype, device=device)
+        L = _cholesky(P, xp)
+        if L is None:
+            continue  # float32 rounding made P indefinite
+        L_inv = xp.linalg.inv(L)
+        P_inv = L_inv.T @ L_inv
+        if bool(xp.all(xp.isfinite(P_inv))):
+            return lambda R: xp.astype(P_inv @ xp.astype(R, dtype), xp.float64)
+    return None
 
 
 def kernel_product(estimator, X, landmarks, W, xp):
@@ -413,12 +513,24 @@ def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True)
     return kernel(landmarks, landmarks, nystroem)
 
 
-def fit_ridge(estimator, nystroem, X, y, sample_weight, xp, device, alphas=None):
+def fit_ridge(
+    estimator,
+    nystroem,
+    X,
+    y,
+    sample_weight,
+    xp,
+    device,
+    alphas=None,
+    solver="direct",
+):
     """Fit a ridge estimator (:class:`~sklearn_dof.DoFKernelRidge`, or with
     ``alphas`` :class:`~sklearn_dof.DoFKernelRidgeCV`) on validated
     array-API data, with ``nystroem`` its unfitted transformer:
     ``nystroem_``, ``dual_coef_``, ``intercept_`` (and the penalty chosen)
-    in the namespace of ``X``."""
+    in the namespace of ``X``.  ``solver``: the estimator's (see
+    :func:`~sklearn_dof._ridge_solve.uses_cg`); the conjugate gradients
+    set ``n_iter_``."""
     n = X.shape[0]
     y2 = xp.reshape(y, (n, -1))
     estimator.nystroem_ = nystroem
@@ -430,20 +542,32 @@ def fit_ridge(estimator, nystroem, X, y, sample_weight, xp, device, alphas=None)
     p, alpha = nystroem.n_components_, nystroem.alpha
     N = landmark_basis(gram_II, alpha * p / n, xp, device)
     features = _Features(nystroem, X, nystroem.components_, N, xp, device)
-    sums = ridge_sums(features, y2, sample_weight, estimator.fit_intercept)
-    if alphas is not None:
-        scores = loo_scores(
-            features, sums, y2, sample_weight, estimator.fit_intercept, alphas
+    solution = None
+    if alphas is None and _ridge_solve.uses_cg(solver, p):
+        solution = cg_solve(
+            features, gram_II, y2, sample_weight, estimator.fit_intercept, alpha
         )
-        finite = np.where(np.isnan(scores), -np.inf, scores)
-        best = int(np.argmax(finite))
-        estimator.alpha_ = float(alphas[best])
-        estimator.best_score_ = float(scores[best])
-        alpha = estimator.alpha_
-        nystroem.alpha = alpha
-    C = solve(sums.gram, sums.rhs, alpha, xp, device)
+    if solution is None:
+        sums = ridge_sums(features, y2, sample_weight, estimator.fit_intercept)
+        if alphas is not None:
+            scores = loo_scores(
+                features, sums, y2, sample_weight, estimator.fit_intercept, alphas
+            )
+            finite = np.where(np.isnan(scores), -np.inf, scores)
+            best = int(np.argmax(finite))
+            estimator.alpha_ = float(alphas[best])
+            estimator.best_score_ = float(scores[best])
+            alpha = estimator.alpha_
+            nystroem.alpha = alpha
+        C = solve(sums.gram, sums.rhs, alpha, xp, device)
+        phi_mean, y_mean = sums.phi_mean, sums.y_mean
+    else:
+        C, phi_mean, y_mean = solution.weights, solution.phi_mean, solution.y_mean
+        estimator.n_iter_ = solution.n_iter
+        if not solution.converged:
+            _ridge_solve.warn_not_converged(solution.n_iter, stacklevel=4)
     dual = N @ C  # landmark weights, (p, k)
-    intercept = sums.y_mean - sums.phi_mean @ C
+    intercept = y_mean - phi_mean @ C
     estimator.n_components_ = p
     if y.ndim == 1:
         estimator.dual_coef_ = dual[:, 0]

@@ -14,14 +14,12 @@ fixed features: one ``p x p`` eigendecomposition, then ``O(n p)`` per
 penalty.
 """
 
-import warnings
 from numbers import Real
 
 import numpy as np
 from scipy import linalg
 from sklearn import get_config
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 from sklearn.metrics import get_scorer, get_scorer_names
 from sklearn.model_selection import GridSearchCV
@@ -43,6 +41,8 @@ from ._ridge_solve import (
     cv_errors,
     exact_kernel_ridge,
     ridge_problem,
+    uses_cg,
+    warn_not_converged,
 )
 
 # The parameters of both estimators forwarded to DoFNystroem (loss_tol: the
@@ -63,14 +63,6 @@ _NYSTROEM_CONSTRAINTS = {
 #: -> 0.239) and lowered it on one (ailerons 0.8145 -> 0.8136), in a
 #: development sweep that is not among the benchmarks.
 DEFAULT_LAMBDAS = np.logspace(-6, 0, 13)
-
-#: ``DoFKernelRidge(solver="auto")`` solves by conjugate gradients from this
-#: many landmarks on.  kin40k, 32,000 rows, lambda = 1e-5, 2 threads: the
-#: conjugate gradients took 2.27, 1.21, 0.67 and 0.50 times the direct
-#: solve's time at p = 1000, 2000, 4000 and 8000 (doc/large_ranks.rst);
-#: a smaller penalty needs more steps, so the threshold sits above the
-#: measured crossover (about 2,500), at the default cap of an automatic rank.
-CG_MIN_COMPONENTS = 4096
 
 #: The default cap of ``DoFKernelRidgeCV``'s automatic rank (see its
 #: ``max_components``).
@@ -461,16 +453,13 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         namespace = _array_api.dispatch_namespace(X)
         self.n_iter_ = None
         if namespace is not None:
-            if self.solver == "cg":
-                raise ValueError(
-                    "solver='cg' runs on NumPy and Dask arrays; under "
-                    "array_api_dispatch use solver='auto' or 'direct'."
-                )
             X, y, sample_weight = self._validate_array_api(
                 X, y, sample_weight, *namespace
             )
             nystroem = self._new_nystroem(self.alpha, self.tol, self.loss_tol)
-            return _array_api.fit_ridge(self, nystroem, X, y, sample_weight, *namespace)
+            return _array_api.fit_ridge(
+                self, nystroem, X, y, sample_weight, *namespace, solver=self.solver
+            )
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
@@ -518,9 +507,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # An automatic rank comes with the rows' partial Cholesky factor,
         # whose Gram matrix the direct solve reads without a pass over the
         # data: "auto" takes the conjugate gradients only without it.
-        wanted = self.solver == "cg" or (
-            self.solver == "auto" and p >= CG_MIN_COMPONENTS and features.factor is None
-        )
+        wanted = uses_cg(self.solver, p, features.factor is not None)
         if not wanted or basis is None or basis.cholesky is None:
             return None
         problem = NystroemPCGRidgeProblem(
@@ -533,14 +520,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._n_refine_passes = problem.refine_passes
         self._refined = True
         if not problem.converged:
-            warnings.warn(
-                f"The conjugate gradients stopped after {problem.n_iter} steps "
-                "with the training objective more than "
-                f"{problem.tol:g} above its minimum (relative); "
-                "solver='direct' solves exactly.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
+            warn_not_converged(problem.n_iter, problem.tol, stacklevel=4)
         return W, problem
 
 

@@ -15,9 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
+from sklearn.exceptions import ConvergenceWarning
 
 from . import _tiles
 from ._blocks import normal_equations
+from ._cg import pcg_ridge, pcg_steps
 
 # Refinement of a solve in the kernel basis (see KernelBasisRidgeProblem): stop when
 # the preconditioned residual is this small relative to the right-hand
@@ -47,6 +49,13 @@ PCG_MAX_ITER = 100
 # operator stays float64; a float32 P that rounding leaves indefinite is
 # refactored in float64.
 PCG_PRECONDITIONER_DTYPE = np.float32
+#: ``solver="auto"`` takes the conjugate gradients from this many landmarks
+#: on.  kin40k, 32,000 rows, lambda = 1e-5, 2 threads: they took 2.27, 1.21,
+#: 0.67 and 0.50 times the direct solve's time at p = 1000, 2000, 4000 and
+#: 8000 (doc/large_ranks.rst); a smaller penalty needs more steps, so the
+#: threshold sits above the measured crossover (about 2,500), at the default
+#: cap of an automatic rank.
+CG_MIN_COMPONENTS = 4096
 
 
 class RidgeProblem:
@@ -278,26 +287,9 @@ class KernelBasisRidgeProblem(RidgeProblem):
         return None  # pragma: no cover - the steps never end by themselves
 
     def _pcg_steps(self, W, alpha, precondition):
-        """Preconditioned conjugate gradients on ``(Phi_c^T S Phi_c + alpha I)
-        W = rhs`` from ``W``, one column per target: yields ``(W, R, rz)``,
-        the iterate, its residual and ``R^T P^-1 R`` per column, before each
-        step (each step one pass over the kernel blocks)."""
-        R = self.rhs - self._apply(W, alpha)
-        Z = precondition(R)
-        rz = np.einsum("ij,ij->j", R, Z)
-        P = Z
-        while True:
-            yield W, R, rz
-            Q = self._apply(P, alpha)
-            pq = np.einsum("ij,ij->j", P, Q)
-            step = np.divide(rz, pq, out=np.zeros_like(rz), where=pq > 0)
-            W = W + step * P
-            R = R - step * Q
-            Z = precondition(R)
-            rz_next = np.einsum("ij,ij->j", R, Z)
-            ratio = np.divide(rz_next, rz, out=np.zeros_like(rz), where=rz > 0)
-            P = Z + ratio * P
-            rz = rz_next
+        """:func:`~sklearn_dof._cg.pcg_steps` on ``(Phi_c^T S Phi_c + alpha I)
+        W = rhs`` from ``W``: each step one pass over the kernel blocks."""
+        return pcg_steps(lambda V: self._apply(V, alpha), self.rhs, W, precondition)
 
 
 class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
@@ -371,16 +363,15 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
         precondition = self._preconditioner(alpha)
         if precondition is None:
             return None
-        C = self.rhs
-        for step, (W, R, rz) in enumerate(
-            self._pcg_steps(precondition(C), alpha, precondition)
-        ):
-            objective = self._y_norms - np.einsum("ij,ij->j", W, C + R)
-            self.n_iter = step
-            self.converged = bool(np.all(rz <= self.tol * objective))
-            if self.converged or step >= self.max_iter:
-                return W
-        return None  # pragma: no cover - the steps never end by themselves
+        W, self.n_iter, self.converged = pcg_ridge(
+            lambda V: self._apply(V, alpha),
+            self.rhs,
+            precondition,
+            self._y_norms,
+            self.tol,
+            self.max_iter,
+        )
+        return W
 
     def _preconditioner(self, alpha):
         """``rhs -> P^{-1} rhs`` for ``P = (t / p) R R^T + alpha I``, or None
@@ -407,6 +398,33 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
             return Z.astype(np.float64, copy=False)
 
         return precondition
+
+
+def uses_cg(solver, n_components, sums_are_free=False):
+    """Whether the estimators' ``solver`` takes the conjugate gradients at
+    rank ``n_components``.
+
+    ``"auto"`` does from :data:`CG_MIN_COMPONENTS` on, unless the Gram matrix
+    comes without a pass over the data (``sums_are_free``: an automatic
+    rank's partial Cholesky factor holds it), where the direct solve costs
+    only its ``p^3 / 3``.
+    """
+    if solver == "auto":
+        return n_components >= CG_MIN_COMPONENTS and not sums_are_free
+    return solver == "cg"
+
+
+def warn_not_converged(n_iter, tol=None, stacklevel=2):
+    """The :class:`~sklearn.exceptions.ConvergenceWarning` of conjugate
+    gradients stopped by their step limit."""
+    tol = PCG_TOL if tol is None else tol
+    warnings.warn(
+        f"The conjugate gradients stopped after {n_iter} steps with the "
+        f"training objective more than {tol:g} above its minimum (relative); "
+        "solver='direct' solves exactly.",
+        ConvergenceWarning,
+        stacklevel=stacklevel + 1,
+    )
 
 
 def ridge_problem(features, y, sample_weight, fit_intercept):

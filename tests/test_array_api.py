@@ -208,6 +208,84 @@ def test_fitted_attributes_read_outside_the_dispatch_context(
     )
 
 
+CG_CASES = {
+    "intercept": {},
+    "weights": {"sample_weight": True},
+    "no-intercept-two-targets": {"fit_intercept": False, "two_targets": True},
+}
+
+
+@pytest.mark.parametrize("case", list(CG_CASES))
+@pytest.mark.parametrize("namespace, device_name, dtype_name", COMBINATIONS)
+def test_cg_solution_is_the_direct_solution_where_the_data_live(
+    data, monkeypatch, case, namespace, device_name, dtype_name
+):
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sklearn_dof import _ridge_solve
+
+    xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
+    options = CG_CASES[case]
+    X, y = data
+    X = X.astype(dtype_name)
+    if options.get("two_targets"):
+        y = np.c_[y, np.cos(X[:, 2]) + 3.0]
+    weights = np.random.RandomState(2).uniform(0.5, 2.0, len(X))
+    fit_params = {"sample_weight": weights} if options.get("sample_weight") else {}
+    params = dict(alpha=0.3, gamma=0.3, n_components=70, random_state=0)
+    params["fit_intercept"] = options.get("fit_intercept", True)
+    direct = DoFKernelRidge(solver="direct", **params).fit(X, y, **fit_params)
+    # Run to the rounding floor: the same weights as the direct solve.
+    monkeypatch.setattr(_ridge_solve, "PCG_TOL", 1e-24)
+    monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 80)
+    with config_context(array_api_dispatch=True), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # at the floor
+        fitted = DoFKernelRidge(solver="cg", **params).fit(
+            _to(xp, array_device, X, dtype_name),
+            xp.asarray(y, device=array_device),
+            **{k: xp.asarray(v, device=array_device) for k, v in fit_params.items()},
+        )
+        predicted = fitted.predict(_to(xp, array_device, X, dtype_name))
+    assert fitted.n_iter_ > 0
+    assert device(fitted.dual_coef_) == device(predicted)
+    expected = direct.predict(X)
+    # float32: float32 kernel blocks, float64 products and iteration.
+    rtol = 1e-8 if dtype_name == "float64" else 2e-3
+    np.testing.assert_allclose(
+        _numpy(predicted, xp), expected, rtol=rtol, atol=rtol * np.abs(expected).max()
+    )
+
+
+def test_cg_under_dispatch_stops_on_its_tolerance_and_warns_short_of_it(
+    data, monkeypatch
+):
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sklearn_dof import _ridge_solve
+
+    xp, array_device = _array_api_for_tests("array_api_strict", "device1", "float64")
+    X, y = data
+    X_xp, y_xp = (xp.asarray(a, device=array_device) for a in (X, y))
+    params = dict(alpha=0.3, gamma=0.3, n_components=70, random_state=0)
+    numpy_cg = DoFKernelRidge(solver="cg", **params).fit(X, y)
+    with config_context(array_api_dispatch=True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            fitted = DoFKernelRidge(solver="cg", **params).fit(X_xp, y_xp)
+        # The NumPy path's iteration, step for step.
+        assert fitted.n_iter_ == numpy_cg.n_iter_
+        assert 0 < fitted.n_iter_ < _ridge_solve.PCG_MAX_ITER
+        monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 1)
+        with pytest.warns(ConvergenceWarning, match="after 1 steps"):
+            short = DoFKernelRidge(solver="cg", **params).fit(X_xp, y_xp)
+        assert short.n_iter_ == 1
+        # "auto" takes them from the threshold on, as on the NumPy path.
+        assert DoFKernelRidge(**params).fit(X_xp, y_xp).n_iter_ is None
+        monkeypatch.setattr(_ridge_solve, "CG_MIN_COMPONENTS", 70)
+        with pytest.warns(ConvergenceWarning):
+            assert DoFKernelRidge(**params).fit(X_xp, y_xp).n_iter_ == 1
+
+
 def test_errors_name_what_to_change(data):
     X, y = data
     xp, array_device = _array_api_for_tests("array_api_strict", "device1", "float64")

@@ -858,27 +858,12 @@ def test_cg_warns_when_it_stops_short(monkeypatch):
 
 
 def test_auto_solver_takes_cg_from_its_threshold(monkeypatch):
-    from sklearn_dof import _ridge
 
     X, y, _ = _cg_data(seed=3)
     model = DoFKernelRidge(alpha=0.3, gamma=0.5, n_components=60, random_state=0)
     assert model.fit(X, y).n_iter_ is None
-    monkeypatch.setattr(_ridge, "CG_MIN_COMPONENTS", 60)
+    monkeypatch.setattr(_ridge_solve, "CG_MIN_COMPONENTS", 60)
     assert model.fit(X, y).n_iter_ > 0
-
-
-def test_cg_solver_is_refused_under_array_api_dispatch():
-    pytest.importorskip("array_api_strict")
-    from sklearn import config_context
-    from sklearn.utils._testing import _array_api_for_tests
-
-    xp, device = _array_api_for_tests("array_api_strict", "CPU_DEVICE", "float64")
-    X, y, _ = _cg_data(n=50)
-    with config_context(array_api_dispatch=True):
-        with pytest.raises(ValueError, match="solver='cg'"):
-            DoFKernelRidge(n_components=10, solver="cg").fit(
-                xp.asarray(X, device=device), xp.asarray(y[:, 0], device=device)
-            )
 
 
 @pytest.mark.parametrize("refused", [1, 2])

@@ -1,0 +1,103 @@
+"""Preconditioned conjugate gradients, in any array namespace.
+
+One iteration serves every solver that runs conjugate gradients on a ridge
+system ``H W = C`` (``H`` symmetric positive definite, one column of ``W``
+per target): the refinement of a kernel-basis solve and Falkon's method on
+NumPy arrays (:mod:`sklearn_dof._ridge_solve`), and Falkon's method where
+array-API data live (:mod:`sklearn_dof._array_api`).  The callers bring the
+products with ``H`` and the preconditioner; this module only iterates.
+"""
+
+import numpy as np
+
+
+def _columnwise_dot(A, B, xp):
+    if xp is np:  # without the temporary A * B
+        return np.einsum("ij,ij->j", A, B)
+    return xp.sum(A * B, axis=0)
+
+
+def _safe_ratio(numerator, denominator, xp):
+    """``numerator / denominator`` where the denominator is positive, else
+    0: a column that has converged exactly (or that rounding left with no
+    positive curvature) stops moving instead of feeding NaNs."""
+    positive = denominator > 0
+    return xp.where(positive, numerator / xp.where(positive, denominator, 1.0), 0.0)
+
+
+def pcg_steps(apply, rhs, start, precondition, xp=np):
+    """Preconditioned conjugate gradients on ``H W = rhs`` from ``start``.
+
+    Parameters
+    ----------
+    apply : callable
+        ``V -> H V`` for ``V`` of shape (p, k).
+    rhs, start : arrays of shape (p, k)
+        Right-hand side and first iterate.
+    precondition : callable
+        ``R -> P^{-1} R``, ``P`` symmetric positive definite.
+    xp : namespace, default=numpy
+
+    Yields
+    ------
+    W, R, rz : arrays of shapes (p, k), (p, k) and (k,)
+        The iterate, its residual ``rhs - H W`` and ``R^T P^{-1} R`` per
+        column, before each step (one product with ``H`` per step).
+    """
+    W = start
+    R = rhs - apply(W)
+    Z = precondition(R)
+    rz = _columnwise_dot(R, Z, xp)
+    P = Z
+    while True:
+        yield W, R, rz
+        Q = apply(P)
+        step = _safe_ratio(rz, _columnwise_dot(P, Q, xp), xp)
+        W = W + step * P
+        R = R - step * Q
+        Z = precondition(R)
+        rz_next = _columnwise_dot(R, Z, xp)
+        P = Z + _safe_ratio(rz_next, rz, xp) * P
+        rz = rz_next
+
+
+def pcg_ridge(apply, rhs, precondition, y_norms, tol, max_iter, xp=np):
+    """Ridge weights by preconditioned conjugate gradients, stopped on the
+    training objective.
+
+    For ``H = Phi_c^T S Phi_c + alpha I`` and ``rhs = Phi_c^T S y_c``, the
+    objective ``J(W) = ||y_c - Phi_c W||_S^2 + alpha ||W||^2`` is
+    ``y_norms - W^T (rhs + R)`` per column, and its excess over the minimum
+    is ``R^T H^{-1} R``, about the ``R^T P^{-1} R`` the iteration computes.
+    The iteration starts from ``P^{-1} rhs`` and stops once that excess is
+    at most ``tol`` times ``J(W)`` for every target: the training
+    predictions are then within about ``sqrt(tol)`` of the residual's norm
+    of the exact solution's.
+
+    Parameters
+    ----------
+    apply, rhs, precondition, xp
+        As for :func:`pcg_steps`.
+    y_norms : array of shape (k,)
+        ``||y_c||_S^2`` per target.
+    tol : float
+        Relative excess of the objective at which to stop.
+    max_iter : int
+        Most steps.
+
+    Returns
+    -------
+    W : array of shape (p, k)
+    n_iter : int
+        Steps taken.
+    converged : bool
+        Whether the iteration stopped on ``tol``.
+    """
+    steps = pcg_steps(apply, rhs, precondition(rhs), precondition, xp)
+    for n_iter, (W, R, rz) in enumerate(steps):
+        objective = y_norms - _columnwise_dot(W, rhs + R, xp)
+        # (One synchronisation per step on an accelerator.)
+        converged = bool(xp.all(rz <= tol * objective))
+        if converged or n_iter >= max_iter:
+            return W, n_iter, converged
+    return None  # pragma: no cover - the steps never end by themselves
