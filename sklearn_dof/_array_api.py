@@ -135,7 +135,10 @@ def kernel(X, Y, estimator):
     """``K(X, Y)`` in the namespace of ``X`` (float32 for float32 ``X``),
     also when called outside the dispatch context of the fit (a fitted
     map computed on first read)."""
-    with config_context(array_api_dispatch=True):
+    # Both arrays were validated (the landmarks are training rows): no
+    # finiteness check per block, which on an accelerator is a
+    # synchronisation per block.
+    with config_context(array_api_dispatch=True, assume_finite=True):
         return pairwise_kernels(
             X,
             Y,
@@ -176,23 +179,42 @@ def to_host(a):
 def inverse_sqrt(gram, xp, rtol=PINV_RTOL):
     """Symmetric pseudo-inverse square root ``K(I, I)^{+1/2}``, eigenvalues
     below ``rtol`` of the largest dropped (:func:`_linalg.landmark_eigh`)."""
+    return _inverse_sqrt_and_root(gram, xp, rtol)[0]
+
+
+def _inverse_sqrt_and_root(gram, xp, rtol=PINV_RTOL):
+    """``K^{+1/2}`` and ``K^{1/2}`` on the same span."""
     rtol = max(rtol, 10 * float(xp.finfo(gram.dtype).eps))
     W = xp.astype(gram, xp.float64)
     eigvals, eigvecs = xp.linalg.eigh(0.5 * (W + W.T))
     top = max(float(xp.max(eigvals)), float(np.finfo(float).tiny))
     keep = eigvals > rtol * top
-    scale = xp.where(keep, 1.0 / xp.sqrt(xp.where(keep, eigvals, 1.0)), 0.0)
-    return (eigvecs * scale) @ eigvecs.T
+    kept = xp.where(keep, eigvals, 1.0)
+    inverse_root = xp.where(keep, 1.0 / xp.sqrt(kept), 0.0)
+    root = xp.where(keep, xp.sqrt(kept), 0.0)
+    return (eigvecs * inverse_root) @ eigvecs.T, (eigvecs * root) @ eigvecs.T
+
+
+class _LandmarkBasis(NamedTuple):
+    """The map ``N`` of the features ``K(x, I) N``, and the landmarks' own
+    features ``B = K(I, I) N``: the lower Cholesky factor ``L`` of
+    ``K(I, I) = L L^T`` (``B^T B = R R^T``, Falkon's preconditioner, for
+    ``R = L^T``), ``K(I, I)^{1/2}`` for the pseudo-inverse square root."""
+
+    N: object
+    B: object
 
 
 def landmark_basis(gram, landmark_penalty, xp, device):
-    """``N`` with ``N^T K(I, I) N`` the identity on the span kept.
+    """:class:`_LandmarkBasis` with ``N^T K(I, I) N`` the identity on the
+    span kept.
 
     ``R^{-1}`` for the Cholesky factor of ``K(I, I)``, of ``K(I, I) + s I``
     with ``s = rtol ||K(I, I)||_1`` when the block is numerically singular
     and the shift stays below 1% of ``landmark_penalty`` (see
     :func:`_linalg.shifted_landmark_cholesky`), else the pseudo-inverse
-    square root.
+    square root.  ``B`` is read off the factorisation, never formed as the
+    product ``K(I, I) N``, whose rounding ``||N||`` amplifies.
     """
     # The pseudo-inverse drops the directions below a float32 block's
     # precision (as _linalg.landmark_eigh); the factorisations are judged
@@ -218,9 +240,10 @@ def landmark_basis(gram, landmark_penalty, xp, device):
         # LAPACK's estimate makes the NumPy path refuse it.
         ratio = float(xp.min(diagonal)) / float(xp.max(diagonal))
         if s > 0 or ratio * ratio >= PINV_RTOL:
-            # K = L L^T: N = L^{-T}, upper triangular.
-            return xp.linalg.inv(factor).T
-    return inverse_sqrt(W, xp, eigh_rtol)
+            # K = L L^T: N = L^{-T}, upper triangular; K N = L (up to the
+            # shift, which the preconditioner can ignore).
+            return _LandmarkBasis(xp.linalg.inv(factor).T, factor)
+    return _LandmarkBasis(*_inverse_sqrt_and_root(W, xp, eigh_rtol))
 
 
 def _cholesky(A, xp):
@@ -345,7 +368,7 @@ class _CGSolution(NamedTuple):
     converged: bool
 
 
-def cg_solve(features, gram, y, sample_weight, fit_intercept, alpha):
+def cg_solve(features, landmark_features, y, sample_weight, fit_intercept, alpha):
     """Falkon's method where the data live: ridge weights on the features
     ``Phi = K(x, I) N`` by conjugate gradients, without their Gram matrix.
 
@@ -353,10 +376,11 @@ def cg_solve(features, gram, y, sample_weight, fit_intercept, alpha):
     in the namespace of the data: each step is one pass over the kernel
     blocks ``K`` (``K U`` then ``K^T S Z``, float64, never ``K N``), and
     the preconditioner ``P = (t / p) B^T B + alpha I`` comes from the
-    landmarks' own features ``B = K(I, I) N`` (``B^T B = R R^T`` for the
-    Cholesky factor ``R^T R = K(I, I)``, Falkon's preconditioner; ``t`` the
-    total weight).  ``P^{-1}`` is formed once, in float32 where that has a
-    Cholesky factor: an accelerator applies it as one product per step.
+    landmarks' own features ``B = K(I, I) N`` (``landmark_features``, see
+    :class:`_LandmarkBasis`; ``B^T B = R R^T`` for the Cholesky factor
+    ``R^T R = K(I, I)``, Falkon's preconditioner; ``t`` the total weight).
+    The inverse of the Cholesky factor of ``P`` is formed once, in float32
+    where ``P`` has one: an accelerator applies it as two products per step.
     Returns :class:`_CGSolution`, or None when ``P`` has no Cholesky factor
     even in float64.
     """
@@ -396,7 +420,7 @@ def cg_solve(features, gram, y, sample_weight, fit_intercept, alpha):
             SZ += xp.sum(Z, axis=0)
         return N.T @ (KtSZ - m[:, None] * SZ[None, :]) + alpha * V
 
-    precondition = _cg_preconditioner(gram, N, total, alpha, xp, device)
+    precondition = _cg_preconditioner(landmark_features, total, alpha, xp, device)
     if precondition is None:
         return None
     W, n_iter, converged = pcg_ridge(
@@ -411,22 +435,26 @@ def cg_solve(features, gram, y, sample_weight, fit_intercept, alpha):
     return _CGSolution(W, m @ N, y_mean, n_iter, converged)
 
 
-def _cg_preconditioner(gram, N, total, alpha, xp, device):
-    """``R -> P^{-1} R`` for ``P = (t / p) (K(I, I) N)^T (K(I, I) N) + alpha I``,
-    or None; float32 first, as the NumPy path
+def _cg_preconditioner(landmark_features, total, alpha, xp, device):
+    """``R -> P^{-1} R`` for ``P = (t / p) B^T B + alpha I``, or None;
+    float32 first, as the NumPy path
     (:data:`~sklearn_dof._ridge_solve.PCG_PRECONDITIONER_DTYPE`)."""
-    p = N.shape[1]
+    p = landmark_features.shape[1]
     for dtype in dict.fromkeys((xp.float32, xp.float64)):
-        B = xp.astype(xp.astype(gram, dtype) @ xp.astype(N, dtype), dtype)
+        B = xp.astype(landmark_features, dtype)
         P = (total / p) * (B.T @ B)
         P = 0.5 * (P + P.T) + alpha * xp.eye(p, dtype=dtype, device=device)
         L = _cholesky(P, xp)
         if L is None:
             continue  # float32 rounding made P indefinite
+        # Two triangular products per step, not one with an explicit P^-1:
+        # their composition is symmetric positive definite whatever the
+        # rounding, as conjugate gradients need.
         L_inv = xp.linalg.inv(L)
-        P_inv = L_inv.T @ L_inv
-        if bool(xp.all(xp.isfinite(P_inv))):
-            return lambda R: xp.astype(P_inv @ xp.astype(R, dtype), xp.float64)
+        if bool(xp.all(xp.isfinite(L_inv))):
+            return lambda R: xp.astype(
+                L_inv.T @ (L_inv @ xp.astype(R, dtype)), xp.float64
+            )
     return None
 
 
@@ -540,12 +568,17 @@ def fit_ridge(
         nystroem, X, y2, xp, device, penalties=alphas, center=estimator.fit_intercept
     )
     p, alpha = nystroem.n_components_, nystroem.alpha
-    N = landmark_basis(gram_II, alpha * p / n, xp, device)
+    N, landmark_features = landmark_basis(gram_II, alpha * p / n, xp, device)
     features = _Features(nystroem, X, nystroem.components_, N, xp, device)
     solution = None
     if alphas is None and _ridge_solve.uses_cg(solver, p):
         solution = cg_solve(
-            features, gram_II, y2, sample_weight, estimator.fit_intercept, alpha
+            features,
+            landmark_features,
+            y2,
+            sample_weight,
+            estimator.fit_intercept,
+            alpha,
         )
     if solution is None:
         sums = ridge_sums(features, y2, sample_weight, estimator.fit_intercept)
