@@ -290,8 +290,9 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         (``O(p^3)``), one pass over the kernel blocks per step (``O(n p)``
         beyond the kernel), until the training objective is within
         ``1e-4`` of its minimum; it needs a Cholesky factor of the landmark
-        block (else the fit is direct) and float64 data.  ``"auto"``:
-        ``"cg"`` from ``p >= CG_MIN_COMPONENTS`` landmarks (where it was
+        block (else the fit is direct) and, on NumPy arrays, float64 data.
+        It runs where array-API data live too (:ref:`gpus`).  ``"auto"``:
+        ``"cg"`` from ``p >= 4096`` landmarks given as an int (where it was
         measured faster, see :ref:`large_ranks`), else ``"direct"``.
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
