@@ -51,7 +51,7 @@ from sklearn.utils._array_api import (
 from . import _landmarks, _ridge_solve
 from ._blocks import _BUFFERS_PER_ROW
 from ._cg import pcg_ridge
-from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL
+from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL, SHIFT_FIRST_COMPONENTS
 from ._sampling import uniform_columns
 
 
@@ -212,7 +212,9 @@ def landmark_basis(gram, landmark_penalty, xp, device):
     ``R^{-1}`` for the Cholesky factor of ``K(I, I)``, of ``K(I, I) + s I``
     with ``s = rtol ||K(I, I)||_1`` when the block is numerically singular
     and the shift stays below 1% of ``landmark_penalty`` (see
-    :func:`_linalg.shifted_landmark_cholesky`), else the pseudo-inverse
+    :func:`_linalg.shifted_landmark_cholesky`; tried first from
+    ``SHIFT_FIRST_COMPONENTS`` landmarks on, as :func:`_linalg.landmark_factor`
+    does), else the pseudo-inverse
     square root.  ``B`` is read off the factorisation, never formed as the
     product ``K(I, I) N``, whose rounding ``||N||`` amplifies.
     """
@@ -228,9 +230,12 @@ def landmark_basis(gram, landmark_penalty, xp, device):
     shift = PINV_RTOL * max(
         float(xp.max(xp.sum(xp.abs(W), axis=0))), float(np.finfo(float).tiny)
     )
-    for s in (0.0, shift):
+    shifts = (0.0, shift)
+    if p >= SHIFT_FIRST_COMPONENTS:
+        shifts = (shift, 0.0)
+    for s in shifts:
         if s > _SHIFT_PENALTY_FRACTION * landmark_penalty:
-            break
+            continue
         factor = _cholesky(W + s * eye, xp)
         if factor is None:
             continue

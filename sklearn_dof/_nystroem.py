@@ -619,13 +619,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             # K(I, I) = R^T R with R = G[I, :p]^T, no factorisation to do.
             cholesky = prefix[1]
         elif kernel_basis and self.kernel != "precomputed" and not direct:
-            cholesky = _linalg.landmark_cholesky(gram)
-            if cholesky is None:
-                shifted = _linalg.shifted_landmark_cholesky(
-                    gram, self.alpha * n_components / n_samples
-                )
-                if shifted is not None:
-                    cholesky, factored = shifted
+            cholesky, factored = _linalg.landmark_factor(
+                gram, self.alpha * n_components / n_samples
+            )
         if cholesky is None and not direct:
             eigvals, eigvecs, raw_eigvals = _linalg.landmark_eigh(gram)
             check_landmark_gram(gram, self.kernel, raw_eigvals)

@@ -23,3 +23,42 @@ def test_quadratic_forms_are_the_diagonal_of_g_a_inverse_g():
     A = G.T @ G + 0.1 * np.eye(150)
     expected = np.einsum("ij,ji->i", G, np.linalg.solve(A, G.T))
     np.testing.assert_allclose(quadratic_forms(G, A), expected, rtol=1e-10)
+
+
+def _well_conditioned_block(p=120):
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X = np.random.RandomState(0).randn(p, 4)
+    return rbf_kernel(X, X, gamma=2.0)  # nearly the identity
+
+
+def test_landmark_factor_keeps_the_exact_block_below_the_threshold():
+    from sklearn_dof import _linalg
+
+    gram = _well_conditioned_block()
+    R, factored = _linalg.landmark_factor(gram, landmark_penalty=1.0)
+    assert factored is gram
+    np.testing.assert_allclose(R.T @ R, gram, atol=1e-12)
+
+
+@pytest.mark.parametrize("penalty, shifted", [(1.0, True), (1e-14, False)])
+def test_landmark_factor_shifts_first_at_large_ranks(monkeypatch, penalty, shifted):
+    from sklearn_dof import _linalg
+
+    gram = _well_conditioned_block()
+    monkeypatch.setattr(_linalg, "SHIFT_FIRST_COMPONENTS", gram.shape[0])
+    calls = []
+    potrf = _linalg._tiles.potrf
+    monkeypatch.setattr(
+        _linalg._tiles, "potrf", lambda A, **kw: calls.append(1) or potrf(A, **kw)
+    )
+    R, factored = _linalg.landmark_factor(gram, landmark_penalty=penalty)
+    # One factorisation: the shifted block where its shift is below 1% of
+    # the penalty, else the block itself (which this one has).
+    assert len(calls) == 1
+    shift = np.diag(factored - gram)
+    if shifted:
+        assert np.all(shift > 0) and np.all(shift <= 1e-2 * penalty)
+    else:
+        assert factored is gram
+    np.testing.assert_allclose(R.T @ R, factored, atol=1e-12)
