@@ -155,7 +155,7 @@ _SHIFT_PENALTY_FRACTION = 1e-2
 
 
 def shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
-    """``(R, K(I, I) + s I)`` with ``R^T R = K(I, I) + s I``, or None.
+    """``(R, s)`` with ``R^T R = K(I, I) + s I``, or None.
 
     For the blocks :func:`landmark_cholesky` refuses (duplicated or
     numerically dependent landmarks), at the same ``p^3 / 3`` flops instead
@@ -180,11 +180,14 @@ def shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
     shift = rtol * max(float(lapack.dlange("1", gram)), np.finfo(float).tiny)
     if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty:
         return None
-    shifted = gram + shift * np.eye(gram.shape[0])
-    R, info = _tiles.potrf(shifted, lower=False)
+    shifted = gram.copy()
+    shifted[np.diag_indices_from(shifted)] += shift
+    # Factored in place (above the tile order, where a p x p array counts):
+    # the shifted block is gram + s I, never kept.
+    R, info = _tiles.potrf(shifted, lower=False, overwrite_a=True)
     if info != 0:
         return None
-    return R, shifted
+    return R, shift
 
 
 #: From this many landmarks on, :func:`landmark_factor` factors the shifted
@@ -197,10 +200,10 @@ SHIFT_FIRST_COMPONENTS = 8192
 
 
 def landmark_factor(gram, landmark_penalty, rtol=PINV_RTOL):
-    """``(R, factored)``: the upper Cholesky factor of ``K(I, I)``
-    (:func:`landmark_cholesky`) or, where that is refused, of the shifted
-    block (:func:`shifted_landmark_cholesky`), and the block it factors;
-    ``(None, gram)`` when neither has one (the pseudo-inverse's case).
+    """``(R, s)``: the upper Cholesky factor of ``K(I, I)``
+    (:func:`landmark_cholesky`, ``s = 0``) or, where that is refused, of the
+    shifted block ``K(I, I) + s I`` (:func:`shifted_landmark_cholesky`);
+    ``(None, 0.0)`` when neither has one (the pseudo-inverse's case).
 
     From :data:`SHIFT_FIRST_COMPONENTS` landmarks on, the shifted block is
     tried first, when its shift is small enough for the penalty.
@@ -209,7 +212,7 @@ def landmark_factor(gram, landmark_penalty, rtol=PINV_RTOL):
 
     def unshifted():
         R = landmark_cholesky(gram, rtol)
-        return None if R is None else (R, gram)
+        return None if R is None else (R, 0.0)
 
     def shifted():
         return shifted_landmark_cholesky(gram, landmark_penalty, rtol)
@@ -221,7 +224,7 @@ def landmark_factor(gram, landmark_penalty, rtol=PINV_RTOL):
         factor = attempt()
         if factor is not None:
             return factor
-    return None, gram
+    return None, 0.0
 
 
 class LandmarkBasis:
@@ -233,24 +236,27 @@ class LandmarkBasis:
     sums over kernel blocks and maps the ``p x p`` sums with it.
     """
 
-    def __init__(self, cholesky=None, gram=None, matrix=None):
+    def __init__(self, cholesky=None, gram=None, matrix=None, shift=0.0):
         self.cholesky = cholesky
-        self.gram = gram  # K(I, I), with the Cholesky factor
+        # K(I, I) and the shift s of the block R factors: R^T R = K + s I.
+        self.gram, self.shift = gram, shift
         self.matrix = matrix
 
     def ridge_solver(self, G, alpha):
         """``rhs -> (N^T G N + alpha I)^-1 rhs`` without forming ``N^T G N``.
 
-        With ``N = R^{-1}``, ``N^T G N + alpha I = R^{-T} (G + alpha K(I, I))
-        R^{-1}``, whose inverse is ``R (G + alpha K(I, I))^{-1} R^T``: one
+        With ``N = R^{-1}`` (``R^T R = K(I, I) + s I``), ``N^T G N + alpha I =
+        R^{-T} (G + alpha (K(I, I) + s I)) R^{-1}``, whose inverse is
+        ``R (G + alpha (K(I, I) + s I))^{-1} R^T``: one
         Cholesky factorisation in the kernel basis (``p^3 / 3`` flops, against
         ``p^3`` for the map of ``G``) and two triangular products per
         solve.  None for a matrix basis, or when rounding makes
-        ``G + alpha K(I, I)`` indefinite.
+        ``G + alpha (K(I, I) + s I)`` indefinite.
         """
         if self.cholesky is None:
             return None
         A = np.multiply(self.gram, alpha)
+        A[np.diag_indices_from(A)] += alpha * self.shift
         A += G
         try:
             # A symmetric C-ordered array is its own Fortran-ordered

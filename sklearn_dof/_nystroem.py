@@ -62,8 +62,9 @@ def _numeric_response(y, n_samples):
 
 class _LandmarkFactors(NamedTuple):
     """What a kernel-basis fit needs from ``DoFNystroem._fit``, for that
-    one fit: the Cholesky factor ``R`` of the (shifted) landmark block, the
-    block it factors, the rows' partial Cholesky factor when its pivots
+    one fit: the Cholesky factor ``R`` of the (shifted) landmark block,
+    ``R^T R = K(I, I) + shift I``, the block ``K(I, I)``, the rows' partial
+    Cholesky factor when its pivots
     include the landmarks (else None), and the training features
     ``K(:, I) R^{-1}`` when they are the leading columns of that factor."""
 
@@ -72,6 +73,7 @@ class _LandmarkFactors(NamedTuple):
     rows: object
     features: np.ndarray | None = None
     sums: object = None
+    shift: float = 0.0
 
 
 class _EveryRow(NamedTuple):
@@ -596,7 +598,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         points = selection.points
         n_components = landmarks.shape[0]  # a rule may exhaust the rank
         cholesky = None
-        factored = gram  # the block the Cholesky factor is of
+        shift = 0.0  # of the block the Cholesky factor is of
         prefix = None
         if self.kernel != "precomputed" and not points:
             prefix = _factor_prefix(chol, landmarks)
@@ -619,7 +621,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             # K(I, I) = R^T R with R = G[I, :p]^T, no factorisation to do.
             cholesky = prefix[1]
         elif kernel_basis and self.kernel != "precomputed" and not direct:
-            cholesky, factored = _linalg.landmark_factor(
+            cholesky, shift = _linalg.landmark_factor(
                 gram, self.alpha * n_components / n_samples
             )
         if cholesky is None and not direct:
@@ -663,14 +665,14 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             return None
         if prefix is not None:
             return _LandmarkFactors(
-                cholesky, factored, None, prefix[0], _PrefixSums(chol, n_components)
+                cholesky, gram, None, prefix[0], _PrefixSums(chol, n_components)
             )
         # The partial Cholesky factor of the rows when there is one (see
         # _LandmarkFactor; not with the pseudo-inverse basis, whose map
         # amplifies that factor's rounding beyond what the refinement
         # recovers from, measured on an ill-conditioned K(I, I)).
         rows_factor = None if points else _landmark_factor(chol, landmarks)
-        return _LandmarkFactors(cholesky, factored, rows_factor)
+        return _LandmarkFactors(cholesky, gram, rows_factor, shift=shift)
 
     def _fixed_rank_dof(self, eigvals, eigvecs, chol, indices, n_samples, gram):
         """Degrees of freedom at a given rank from the landmark rows, O(p^3).
@@ -784,7 +786,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         elif kernel_basis:
             T = None
             extras["basis"] = _linalg.LandmarkBasis(
-                cholesky=factors.cholesky, gram=factors.gram
+                cholesky=factors.cholesky, gram=factors.gram, shift=factors.shift
             )
             if factors.rows is not None:
                 extras["factor"] = _LandmarkFactor(

@@ -381,7 +381,7 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
             return None
         p = R.shape[0]
         for dtype in dict.fromkeys((PCG_PRECONDITIONER_DTYPE, np.float64)):
-            P = _tiles.upper_outer(R.astype(dtype, copy=False))
+            P = _tiles.upper_outer(R, dtype)
             P *= dtype(float(self.sw.sum()) / p)
             P[np.diag_indices(p)] += dtype(alpha)
             try:

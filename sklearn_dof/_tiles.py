@@ -99,7 +99,7 @@ def add_lower_gram(total, M, scratch=None, tile=None):
     return total
 
 
-def upper_outer(R):
+def upper_outer(R, dtype=None):
     """``R R^T`` for an upper triangular ``R``, full and symmetric, in
     ``p^3 / 3`` flops.
 
@@ -107,20 +107,24 @@ def upper_outer(R):
     order); above it, the sum over narrow column tiles ``K`` of
     ``R[:, K] R[:, K]^T``, whose rows end with tile ``K``, each by
     :func:`add_lower_gram` (which treats the triangle ending each tile as
-    dense: ``2 t^2 / p^2`` more flops for tiles of ``t`` columns).  float32
-    stays float32.
+    dense: ``2 t^2 / p^2`` more flops for tiles of ``t`` columns).  In
+    ``dtype`` (default ``R``'s): above the tile order ``R`` is cast tile by
+    tile, never as a whole ``p x p`` copy.
     """
     p = R.shape[0]
+    dtype = R.dtype if dtype is None else np.dtype(dtype)
     if p <= TILE_ORDER:
+        R = R.astype(dtype, copy=False)
         (lauum,) = lapack.get_lapack_funcs(("lauum",), (R,))
         out, info = lauum(R, lower=0)
         if info != 0:  # pragma: no cover - only for invalid arguments
             raise ValueError(f"lauum failed with info={info}.")
         # Its upper triangle, mirrored: the lower triangle of its transpose.
         return mirror_lower(np.triu(out).T)
-    out = np.zeros((p, p), dtype=R.dtype, order="F")
+    out = np.zeros((p, p), dtype=dtype, order="F")
     for start, stop in _tile_edges(0, p, UPDATE_COLUMNS):
-        add_lower_gram(out[:stop, :stop], R[:stop, start:stop].T, tile=UPDATE_COLUMNS)
+        columns = R[:stop, start:stop].T.astype(dtype, copy=False)
+        add_lower_gram(out[:stop, :stop], columns, tile=UPDATE_COLUMNS)
     return mirror_lower(out)
 
 

@@ -36,8 +36,8 @@ def test_landmark_factor_keeps_the_exact_block_below_the_threshold():
     from sklearn_dof import _linalg
 
     gram = _well_conditioned_block()
-    R, factored = _linalg.landmark_factor(gram, landmark_penalty=1.0)
-    assert factored is gram
+    R, shift = _linalg.landmark_factor(gram, landmark_penalty=1.0)
+    assert shift == 0.0
     np.testing.assert_allclose(R.T @ R, gram, atol=1e-12)
 
 
@@ -52,13 +52,12 @@ def test_landmark_factor_shifts_first_at_large_ranks(monkeypatch, penalty, shift
     monkeypatch.setattr(
         _linalg._tiles, "potrf", lambda A, **kw: calls.append(1) or potrf(A, **kw)
     )
-    R, factored = _linalg.landmark_factor(gram, landmark_penalty=penalty)
+    R, shift = _linalg.landmark_factor(gram, landmark_penalty=penalty)
     # One factorisation: the shifted block where its shift is below 1% of
     # the penalty, else the block itself (which this one has).
     assert len(calls) == 1
-    shift = np.diag(factored - gram)
     if shifted:
-        assert np.all(shift > 0) and np.all(shift <= 1e-2 * penalty)
+        assert 0 < shift <= 1e-2 * penalty
     else:
-        assert factored is gram
-    np.testing.assert_allclose(R.T @ R, factored, atol=1e-12)
+        assert shift == 0.0
+    np.testing.assert_allclose(R.T @ R, gram + shift * np.eye(len(gram)), atol=1e-12)

@@ -102,6 +102,11 @@ def test_outer_product_of_a_triangle(monkeypatch, tile_order):
     out = _tiles.upper_outer(R)
     np.testing.assert_allclose(out, R @ R.T, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(out, out.T)
+    # In another dtype (the preconditioner's float32), cast tile by tile.
+    single = _tiles.upper_outer(R, np.float32)
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, R @ R.T, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(single, single.T)
 
 
 def test_tiled_inverse_from_the_factor_is_lapacks(monkeypatch):
