@@ -22,6 +22,7 @@ NYSTROEM_CONSTRAINTS = {
     "max_components": DoFNystroem._parameter_constraints["max_components"],
     "random_state": ["random_state"],
     "fit_intercept": ["boolean"],
+    "verbose": ["verbose"],
 }
 
 
@@ -29,7 +30,8 @@ class DoFKernelMixin:
     """Mixin of the estimators built on :class:`DoFNystroem`.
 
     An estimator using it has the kernel parameters and ``n_components``,
-    ``sampling``, ``random_state``, ``fit_intercept`` and ``n_jobs``, and
+    ``sampling``, ``random_state``, ``fit_intercept``, ``n_jobs`` and
+    ``verbose``, and
     after ``fit`` the attributes ``nystroem_``, ``dual_coef_`` and
     ``intercept_``.
     """
@@ -75,6 +77,7 @@ class DoFKernelMixin:
             tol=dof_tol,
             random_state=self.random_state,
             n_jobs=self.n_jobs,
+            verbose=self.verbose,
         )
 
     def _fit_nystroem(

@@ -25,6 +25,7 @@ from ._certificate import (
 )
 from ._dof import _averaged_dof, _dof_from_factor, _unclipped_d_eff
 from ._kernels import KernelColumns, get_kernel_params
+from ._progress import SILENT
 from ._samplers import (
     SAMPLING_OPTIONS,
     SAMPLING_RULES,
@@ -241,9 +242,11 @@ def _certified_estimate(
     penalties=None,
     objective="squared",
     every_row_exact=False,
+    progress=SILENT,
 ):
     """Rounds of ``rule`` until the :class:`LossCertificate` of the factor
-    certifies a rank, or ``max_rank`` pivots.
+    certifies a rank, or ``max_rank`` pivots (one line per round to
+    ``progress``, a :class:`~sklearn_dof._progress.Progress`).
 
     ``objective``: ``"squared"`` for ridge regression on the targets
     ``response``, ``"logistic"`` for binary logistic regression on the
@@ -296,9 +299,11 @@ def _certified_estimate(
     p = _first_round(max_rank, n)
     chosen_on = 0  # the columns the penalty was chosen on
     dof = None
+    rounds = 0
     while True:
         before = len(chol.pivots)
         grow(p)
+        rounds += 1
         if penalties is not None and min(chol.rank, _PENALTY_RANK) > chosen_on:
             # Once the factor has _PENALTY_RANK columns their leave-one-out
             # errors no longer change: the choice stands.
@@ -310,6 +315,7 @@ def _certified_estimate(
             # estimate.  Its certificate and score bounds would cost two
             # more n x n x n products, several times the exact fit itself.
             certificate = LossCertificate.exact_method(chol.rank, n)
+            progress(f"round {rounds}: every row, exact kernel ridge")
             break
         last = p >= max_rank or len(chol.pivots) == before
         if (
@@ -328,6 +334,10 @@ def _certified_estimate(
             # d.o.f. are weighted by the curvatures of Newton's fit, which
             # its certificate makes.)
             certificate, certified, unresolved = None, None, True
+            progress(
+                f"round {rounds}: {chol.rank} columns, not resolved down to "
+                f"the penalty {alpha:.3g}: no certificate yet"
+            )
         else:
             certify = (
                 logistic_certificate if objective == "logistic" else loss_certificate
@@ -338,6 +348,7 @@ def _certified_estimate(
             plateau = certified is not None and 2 * certified <= certificate.rank
             if unresolved and plateau:
                 certified, plateau = None, False
+            progress(_round_line(rounds, chol.rank, certificate, certified, alpha))
             if certificate.complete or plateau:
                 break
             if last:
@@ -371,6 +382,18 @@ def _certified_estimate(
     spectrum = np.linalg.eigvalsh(gram) if head else np.zeros(0)
     dof.d_ave = float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
     return dof, chol, grow, certificate, alpha
+
+
+def _round_line(rounds, columns, certificate, certified, alpha):
+    """The progress line of a certified round."""
+    loss = float(certificate.loss(certificate.rank))
+    line = (
+        f"round {rounds}: {columns} columns at penalty {alpha:.3g}, "
+        f"estimated loss {loss:.3g} at {certificate.rank}"
+    )
+    if certified is not None:
+        return f"{line}, certified rank {certified}"
+    return f"{line}, no rank certified yet"
 
 
 def _certified_dof(chol, alpha, n, rule, certificate):

@@ -13,6 +13,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 
 from . import _dask
 from ._estimate import _EXACT_FRACTION, _certified_estimate, _estimate_from_access
+from ._progress import SILENT
 from ._rank import auto_rank
 from ._sampling import uniform_columns
 
@@ -83,6 +84,7 @@ def select_landmarks(
     penalties=None,
     objective="squared",
     every_row_exact=False,
+    progress=SILENT,
 ):
     """Landmarks of ``rule`` at rank ``n_components`` (an int, ``"auto"`` or
     ``"dof"``).
@@ -132,6 +134,9 @@ def select_landmarks(
         every row is a landmark: then a certified rank whose next round
         would be every row stops there, and its landmarks are all the rows
         with no factor (which would cost several times that fit to grow).
+    progress : Progress, default=SILENT
+        Where the rounds of an automatic rank report
+        (:class:`~sklearn_dof._progress.Progress`).
 
     Returns
     -------
@@ -165,6 +170,7 @@ def select_landmarks(
             penalties,
             objective,
             every_row_exact,
+            progress,
         )
         landmarks, chol, estimate, loss, requested, certified_alpha = selected
     elif n_components == "dof":
@@ -190,6 +196,10 @@ def select_landmarks(
             )
             if n_components > max_rank:
                 requested, n_components = n_components, max_rank
+            progress(
+                f"degrees of freedom over {dof.n_columns} columns: "
+                f"d_max {dof.d_max:.1f}, d_eff {dof.d_eff:.1f}; rank {n_components}"
+            )
         if hasattr(rule, "select"):
             landmarks = rule.select(X, n_components, random_state, precomputed)
         elif grow.order is not None:
@@ -253,6 +263,7 @@ def _certified_landmarks(
     penalties,
     objective="squared",
     every_row_exact=False,
+    progress=SILENT,
 ):
     """The certified automatic rank of :func:`select_landmarks`.
 
@@ -267,6 +278,7 @@ def _certified_landmarks(
     rows = certificate_rows(n_samples, max_rank, random_state)
     scale = 1.0
     if rows is not None:
+        progress(f"the rank is certified on {len(rows)} of the {n_samples} rows")
         access = access.row_subset(rows)
         scale = len(rows) / n_samples
         response = response[rows]
@@ -282,6 +294,7 @@ def _certified_landmarks(
         None if penalties is None else np.asarray(penalties) * scale,
         objective,
         every_row_exact and rows is None and penalties is None,
+        progress,
     )
     certified_alpha = None if penalties is None else alpha / scale
     if certificate.exact and certificate.rank > chol.rank:

@@ -14,6 +14,7 @@ from sklearn.utils.validation import (
 from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
+from ._progress import Progress
 from ._samplers import gives_rows
 
 
@@ -107,6 +108,10 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         smaller (a ``threadpoolctl`` limit, a joblib worker), and the
         calling thread alone on a thread other than the main one; -1: all
         cores.  See :ref:`the scaling page <threads>`.
+    verbose : int, default=0
+        Progress lines on standard output: one per round of an automatic
+        rank (the columns grown, its loss estimate, the time since the fit
+        began), then the landmark block and the solve.  Nothing with 0.
 
     Attributes
     ----------
@@ -197,6 +202,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         max_hessian_bytes=DEFAULT_MAX_HESSIAN_BYTES,
         random_state=None,
         n_jobs=None,
+        verbose=0,
     ):
         self.alpha = alpha
         self.kernel = kernel
@@ -214,6 +220,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         self.max_hessian_bytes = max_hessian_bytes
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @_parallel.with_n_jobs
     @_fit_context(prefer_skip_nested_validation=True)
@@ -237,6 +244,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         self : object
             Fitted classifier.
         """
+        progress = Progress(self.verbose, type(self).__name__)
         if _array_api.dispatch_namespace(X) is not None:
             raise TypeError(
                 f"{type(self).__name__} fits NumPy arrays only: its Newton "
@@ -306,6 +314,10 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         self.solver_ = {"cholesky": "newton-cholesky", "cg": "newton-cg"}[
             result.inner_solver
         ]
+        progress(
+            f"{self.solver_} on {self.nystroem_.n_components_} landmarks, "
+            f"{result.n_iter} Newton steps"
+        )
         return self
 
     @_dask.chunkwise

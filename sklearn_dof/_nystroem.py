@@ -25,6 +25,7 @@ from ._kernels import (
     kernel_block,
 )
 from ._landmarks import DEFAULT_MAX_COMPONENTS, select_landmarks
+from ._progress import Progress
 from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
     ALWAYS_PSD_KERNELS,
@@ -326,6 +327,11 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         smaller (a ``threadpoolctl`` limit, a joblib worker), and the
         calling thread alone on a thread other than the main one; -1: all
         cores.  See :ref:`the scaling page <threads>`.
+    verbose : int, default=0
+        Progress lines on standard output: one per round of an automatic
+        rank (the columns grown, its loss estimate, the time since the fit
+        began), then the rank and the landmark block's factorisation.
+        Nothing with 0.
 
     Attributes
     ----------
@@ -413,6 +419,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ],
         "tol": [Interval(Real, 0, None, closed="neither")],
         "random_state": ["random_state"],
+        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -431,6 +438,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         tol=0.1,
         random_state=None,
         n_jobs=None,
+        verbose=0,
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -445,6 +453,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.tol = tol
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _kernel_params(self):
         return get_kernel_params(
@@ -549,6 +558,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 stacklevel=4,  # past fit and its _fit_context wrapper
             )
             n_components = n_samples
+        progress = Progress(self.verbose, type(self).__name__)
         selection = select_landmarks(
             access,
             X,
@@ -565,6 +575,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             penalties=penalties,
             objective=objective,
             every_row_exact=exact_solve,
+            progress=progress,
         )
         if selection.alpha is not None:
             self.alpha = selection.alpha
@@ -634,6 +645,15 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             # (A direct fit is of a kernel PSD by construction.)
             check_landmark_gram(gram, self.kernel, positive_definite=True)
         check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
+        if direct or self.exact_:
+            block = "exact kernel ridge"
+        elif prefix is not None:
+            block = "the Cholesky factor read off the rows' factor"
+        elif cholesky is not None:
+            block = "a Cholesky factor" + (f", shifted by {shift:.3g}" if shift else "")
+        else:
+            block = "the pseudo-inverse square root"
+        progress(f"{n_components} landmarks; landmark block: {block}")
         # With a precomputed kernel a landmark is only its index: storing its
         # row of the Gram matrix would make the fitted model grow with n.
         if points:

@@ -36,6 +36,7 @@ from sklearn.utils.validation import (
 from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._nystroem import DoFNystroem, _EveryRow
+from ._progress import Progress
 from ._ridge_solve import (
     NystroemPCGRidgeProblem,
     cv_errors,
@@ -116,6 +117,17 @@ class _DoFRidgeMixin(DoFKernelMixin):
             self.intercept_ = 0.0
         else:
             self.intercept_ = intercept[0] if y.ndim == 1 else intercept
+
+    def _solve_summary(self):
+        """The progress line of the solve (see ``verbose``)."""
+        n_iter = getattr(self, "n_iter_", None)
+        if n_iter is not None:
+            how = f"conjugate gradients, {n_iter} steps"
+        elif self.nystroem_.exact_:
+            how = "exact kernel ridge"
+        else:
+            how = "a Cholesky factorisation"
+        return f"ridge weights on {self.n_components_} landmarks by {how}"
 
     def _fit_every_row(self, gram, y, sample_weight):
         """Exact kernel ridge when every row is a landmark
@@ -304,6 +316,10 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         smaller (a ``threadpoolctl`` limit, a joblib worker), and the
         calling thread alone on a thread other than the main one; -1: all
         cores.  See :ref:`the scaling page <threads>`.
+    verbose : int, default=0
+        Progress lines on standard output: one per round of an automatic
+        rank (the columns grown, its loss estimate, the time since the fit
+        began), then the landmark block and the solve.  Nothing with 0.
 
     Attributes
     ----------
@@ -413,6 +429,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         solver="auto",
         random_state=None,
         n_jobs=None,
+        verbose=0,
     ):
         self.alpha = alpha
         self.kernel = kernel
@@ -429,6 +446,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.solver = solver
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @_parallel.with_n_jobs
     @_fit_context(prefer_skip_nested_validation=True)
@@ -451,6 +469,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
+        progress = Progress(self.verbose, type(self).__name__)
+        self._fit_ridge(X, y, sample_weight)
+        progress(self._solve_summary())
+        return self
+
+    def _fit_ridge(self, X, y, sample_weight):
         namespace = _array_api.dispatch_namespace(X)
         self.n_iter_ = None
         if namespace is not None:
@@ -645,6 +669,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         smaller (a ``threadpoolctl`` limit, a joblib worker), and the
         calling thread alone on a thread other than the main one; -1: all
         cores.  See :ref:`the scaling page <threads>`.
+    verbose : int, default=0
+        Progress lines on standard output: one per round of an automatic
+        rank (the columns grown, its loss estimate, the time since the fit
+        began), then the landmark block and the solve.  Nothing with 0.
 
     Attributes
     ----------
@@ -751,6 +779,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         tol=0.1,
         random_state=None,
         n_jobs=None,
+        verbose=0,
     ):
         self.alphas = alphas
         self.kernel = kernel
@@ -770,6 +799,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.tol = tol
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _check_alphas(self, n_samples):
         """The penalties to try; ``n_samples`` is the weighted row count
@@ -818,6 +848,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
+        progress = Progress(self.verbose, type(self).__name__)
+        self._fit_ridge(X, y, sample_weight)
+        progress(f"penalty alpha_={self.alpha_:.4g}; {self._solve_summary()}")
+        return self
+
+    def _fit_ridge(self, X, y, sample_weight):
         if self.alphas is not None:
             self._check_alphas(1)  # a bad grid fails before the data are read
         if self.cv is not None and self.store_cv_results:

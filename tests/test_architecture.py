@@ -18,7 +18,7 @@ BENCHMARKS = PACKAGE.parent / "benchmarks"
 # Bottom up, as doc/architecture.rst draws them: a module may import only
 # from the layers below its own.
 LAYERS = [
-    ("utilities", ["_version", "_parallel", "_blas", "_tiles", "_cg"]),
+    ("utilities", ["_version", "_parallel", "_blas", "_tiles", "_cg", "_progress"]),
     ("validation", ["_validation"]),
     ("kernels", ["_kernels"]),
     ("row blocks", ["_blocks"]),
