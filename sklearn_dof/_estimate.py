@@ -315,7 +315,9 @@ def _certified_estimate(
             # estimate.  Its certificate and score bounds would cost two
             # more n x n x n products, several times the exact fit itself.
             certificate = LossCertificate.exact_method(chol.rank, n)
-            progress(f"round {rounds}: every row, exact kernel ridge")
+            progress(
+                f"round {rounds}: {chol.rank} columns, every row: the exact kernel"
+            )
             break
         last = p >= max_rank or len(chol.pivots) == before
         if (
@@ -371,6 +373,10 @@ def _certified_estimate(
             dof = _certified_dof(chol, alpha, n, rule, certificate)
             if every_row_exact and objective == "squared":
                 certificate = LossCertificate.exact_method(n, n)
+                progress(
+                    f"the next round would reach every row: exact kernel ridge "
+                    f"on all {n} rows"
+                )
                 break
     if not certificate.exact:
         dof = _certified_dof(chol, alpha, n, rule, certificate)

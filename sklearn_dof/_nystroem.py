@@ -646,7 +646,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             check_landmark_gram(gram, self.kernel, positive_definite=True)
         check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
         if direct or self.exact_:
-            block = "exact kernel ridge"
+            block = "every row, the exact kernel"
         elif prefix is not None:
             block = "the Cholesky factor read off the rows' factor"
         elif cholesky is not None:

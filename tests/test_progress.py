@@ -54,13 +54,17 @@ def test_verbose_prints_a_line_per_round_then_the_fit(data, name, capsys):
     parsed = [LINE.match(line) for line in lines]
     assert lines and all(parsed), lines
     rounds = [m.group(2) for m in parsed if m.group(2).startswith("round ")]
+    assert all(re.match(r"round \d+: \d+ columns", r) for r in rounds), rounds
     # The automatic rank doubles at least once on these data: one line per
     # round, the columns grown increasing, each with its loss estimate or
     # why there is none yet.
     assert len(rounds) >= 2
     columns = [int(re.search(r"(\d+) columns", r).group(1)) for r in rounds]
     assert columns == sorted(columns) and columns[0] < columns[-1]
-    assert all("estimated loss" in r or "no certificate" in r for r in rounds)
+    assert all(
+        "estimated loss" in r or "no certificate" in r or "every row" in r
+        for r in rounds
+    )
     # Elapsed times since the fit began, never decreasing within a source.
     for source in {m.group(1) for m in parsed}:
         times = [float(m.group(3)) for m in parsed if m.group(1) == source]
