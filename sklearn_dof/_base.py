@@ -61,8 +61,13 @@ class DoFKernelMixin:
         X = self._validate_predict_data(X)
         return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
 
-    def _new_nystroem(self, alpha, dof_tol=0.1, loss_tol=0.01):
-        """The unfitted ``nystroem_`` of this estimator at ``alpha``."""
+    def _rank_cap(self, n_samples):
+        """``max_components`` of ``nystroem_`` for ``n_samples`` rows."""
+        return self.max_components
+
+    def _new_nystroem(self, alpha, dof_tol=0.1, loss_tol=0.01, max_components=None):
+        """The unfitted ``nystroem_`` of this estimator at ``alpha`` (with
+        ``max_components``, else the estimator's)."""
         return DoFNystroem(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -73,7 +78,7 @@ class DoFKernelMixin:
             n_components=self.n_components,
             sampling=self.sampling,
             loss_tol=loss_tol,
-            max_components=self.max_components,
+            max_components=max_components or self.max_components,
             tol=dof_tol,
             random_state=self.random_state,
             n_jobs=self.n_jobs,
@@ -115,7 +120,9 @@ class DoFKernelMixin:
         return ``K(I, I)`` as ``_nystroem._EveryRow`` instead of blocks, for
         a fit of exact kernel ridge (see ``DoFNystroem._fit``).
         """
-        self.nystroem_ = self._new_nystroem(alpha, dof_tol, loss_tol)
+        self.nystroem_ = self._new_nystroem(
+            alpha, dof_tol, loss_tol, self._rank_cap(X.shape[0])
+        )
         self.nystroem_._validate_params()
         factors = self.nystroem_._fit(
             self.nystroem_._validate_fit_data(X),

@@ -21,6 +21,11 @@ from ._sampling import uniform_columns
 # columns): beyond it the certificate reads a uniform subsample of the rows
 # (see select_landmarks).
 FACTOR_BUDGET_BYTES = 2**30
+# Memory of the kernel matrix K (float64, n x n) up to which a certified rank
+# may grow past DEFAULT_MAX_COMPONENTS and end, past half of the rows, in
+# exact kernel ridge, when the estimator fits it and max_components is left
+# to the budget (None): the factor's own budget, 11,585 rows.
+EXACT_BUDGET_BYTES = FACTOR_BUDGET_BYTES
 
 #: Default cap of an automatic rank: ``p x p`` float64 matrices of 128 MiB,
 #: of which a fit holds a few at once.
@@ -134,6 +139,9 @@ def select_landmarks(
         every row is a landmark: then a certified rank whose next round
         would be every row stops there, and its landmarks are all the rows
         with no factor (which would cost several times that fit to grow).
+        With ``max_components=None`` and ``K`` within
+        :data:`EXACT_BUDGET_BYTES`, the rank is capped at ``n`` instead of
+        :data:`DEFAULT_MAX_COMPONENTS`: past half of the rows, exact.
     progress : Progress, default=SILENT
         Where the rounds of an automatic rank report
         (:class:`~sklearn_dof._progress.Progress`).
@@ -144,6 +152,15 @@ def select_landmarks(
     """
     n_samples = access.n_samples
     max_rank = min(n_samples, max_components or DEFAULT_MAX_COMPONENTS)
+    if (
+        every_row_exact
+        and max_components is None
+        and 8 * n_samples**2 <= EXACT_BUDGET_BYTES
+    ):
+        # Caps from memory: where the caller fits exact kernel ridge and K
+        # fits its budget, the rounds may go past the default cap, and past
+        # half of the rows they end in the exact fit.
+        max_rank = n_samples
     precomputed = isinstance(kernel, str) and kernel == "precomputed"
     chol = None
     estimate = None
@@ -293,7 +310,7 @@ def _certified_landmarks(
         max_rank,
         None if penalties is None else np.asarray(penalties) * scale,
         objective,
-        every_row_exact and rows is None and penalties is None,
+        every_row_exact and rows is None,
         progress,
     )
     certified_alpha = None if penalties is None else alpha / scale
@@ -308,7 +325,7 @@ def _certified_landmarks(
             rest = np.setdiff1d(np.arange(n_samples), pivots, assume_unique=True)
             order = np.concatenate([pivots, rest])
         landmarks = np.asarray(order[:n_samples], dtype=np.intp).copy()
-        return landmarks, None, estimate_of(dof), 0.0, None, None
+        return landmarks, None, estimate_of(dof), 0.0, None, certified_alpha
     rank = certificate.certified_rank(loss_tol)
     if rank is not None and not certificate.resolved:
         # The cap's round on an unresolved factor: no rank below it is

@@ -545,7 +545,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         # that check_landmark_gram warns about.)
         exact_solve = (
             exact_solve
-            and kernel_basis
+            and X.dtype != np.float32
             and isinstance(self.kernel, str)
             and self.kernel in ALWAYS_PSD_KERNELS
         )

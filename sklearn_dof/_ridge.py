@@ -33,7 +33,7 @@ from sklearn.utils.validation import (
     check_is_fitted,
 )
 
-from . import _array_api, _dask, _parallel
+from . import _array_api, _dask, _landmarks, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._nystroem import DoFNystroem, _EveryRow
 from ._progress import Progress
@@ -68,6 +68,12 @@ DEFAULT_LAMBDAS = np.logspace(-6, 0, 13)
 #: The default cap of ``DoFKernelRidgeCV``'s automatic rank (see its
 #: ``max_components``).
 CV_MAX_COMPONENTS = 640
+
+#: Up to this many rows the exact fit of ``DoFKernelRidgeCV`` scores every
+#: penalty of the grid by exact leave-one-out (about ``n^3 / 3`` flops per
+#: penalty: a tenth of a second at 2,048 rows on two cores); beyond it, the
+#: penalty the rounds chose on the rows' factor.
+EXACT_GRID_ROWS = 2048
 
 
 def _weighted_n_samples(X, sample_weight, xp=None):
@@ -129,26 +135,27 @@ class _DoFRidgeMixin(DoFKernelMixin):
             how = "a Cholesky factorisation"
         return f"ridge weights on {self.n_components_} landmarks by {how}"
 
-    def _fit_every_row(self, gram, y, sample_weight):
+    def _fit_every_row(self, gram, y, sample_weight, alpha, loo=False):
         """Exact kernel ridge when every row is a landmark
         (:func:`~sklearn_dof._ridge_solve.exact_kernel_ridge`), in the
         landmarks' order; False when ``K + alpha I`` has no Cholesky
-        factor."""
+        factor, else True, or with ``loo`` the leave-one-out residuals (in
+        the landmarks' order)."""
         landmarks = self.nystroem_.component_indices_
         weights = None if sample_weight is None else sample_weight[landmarks]
         targets = y.reshape(y.shape[0], -1)[landmarks].astype(np.float64)
         solved = exact_kernel_ridge(
-            gram, targets, weights, self.alpha, self.fit_intercept
+            gram, targets, weights, alpha, self.fit_intercept, loo=loo
         )
         if solved is None:
-            return False
-        dual, intercept = solved
+            return None if loo else False
+        dual, intercept = solved[:2]
         self.dual_coef_ = _shape_coef(dual, y.ndim)
         self._set_intercept(intercept, y)
         self._coef = None
         self._n_refine_passes = 0
         self._refined = True
-        return True
+        return solved[2] if loo else True
 
     def _set_coef(self, W, problem, y, features):
         """``dual_coef_``, ``intercept_`` (and ``coef_``) from the solution
@@ -499,7 +506,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             exact_solve=True,
         )
         if isinstance(features, _EveryRow):
-            if self._fit_every_row(features.gram, y, sample_weight):
+            if self._fit_every_row(features.gram, y, sample_weight, self.alpha):
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, kernel_basis=True)
@@ -620,19 +627,20 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Landmark selection of :class:`DoFNystroem` (see there).
     loss_tol : float, default=0.01
         Loss of test error that ``n_components="auto"`` allows.
-    max_components : int, default=640
-        Cap of an automatic rank (None: 4096, the transformer's), see
-        :class:`~sklearn_dof.DoFNystroem`.  The default keeps the fit within
-        a few times the cost of scikit-learn's ``Nystroem(n_components=500)``
-        followed by ``RidgeCV``: the small penalties of the default grid ask
-        for ranks near ``n`` on most real data sets, where the fit would
-        cost what exact kernel ridge does.  640 is the smallest multiple of
-        128 at which the test R^2 was at least that pipeline's on all ten
-        regression sets of ``benchmarks/bench_defaults.py`` in a development
-        sweep (``random_state=0``; with fresh draws of the landmarks it was
-        so in most fits, not all: doc/automatic_rank.rst).  When the cap
-        stops the rank, a warning gives the rank asked for; raise the cap
-        for the accuracy it buys (doc/automatic_rank.rst).
+    max_components : int or None, default=None
+        Cap of an automatic rank, see :class:`~sklearn_dof.DoFNystroem`.
+        None: from memory.  Where the kernel matrix fits the exact budget
+        (``8 n^2`` bytes up to ``_landmarks.EXACT_BUDGET_BYTES``, 1 GiB:
+        11,585 rows) the rounds may go to the transformer's 4096, and a
+        certificate that asks for more than half the rows ends them in exact
+        kernel ridge at the penalty chosen so far (with ``cv=None``,
+        ``criterion="loo"`` and ``store_cv_results=False``; its exact
+        leave-one-out score is ``best_score_``).  Beyond it, 640: at the
+        small penalties of the default grid most real data sets ask for
+        ranks near ``n``, and the rounds to them would cost what exact
+        kernel ridge does; the cap binds with a warning that gives the rank
+        asked for (doc/automatic_rank.rst).  An int caps every rank, the
+        exact fit included.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept.  Leave-one-out refits it without the
         left-out point, exactly.
@@ -770,7 +778,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         n_components="auto",
         sampling="uniform",
         loss_tol=0.01,
-        max_components=CV_MAX_COMPONENTS,
+        max_components=None,
         fit_intercept=True,
         criterion="loo",
         scoring=None,
@@ -885,7 +893,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             alphas = self._check_alphas(
                 _weighted_n_samples(X, sample_weight, namespace[0])
             )
-            nystroem = self._new_nystroem(float(alphas.min()), self.tol, self.loss_tol)
+            # (No exact route on the device: the cap of a fit beyond the budget.)
+            nystroem = self._new_nystroem(
+                float(alphas.min()),
+                self.tol,
+                self.loss_tol,
+                self.max_components or CV_MAX_COMPONENTS,
+            )
             return _array_api.fit_ridge(
                 self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
             )
@@ -899,6 +913,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # features if they fit the memory budget.  The automatic rank is
         # certified for the penalty the leave-one-out error prefers, round
         # after round, not for the smallest of the grid.
+        # Exact kernel ridge where the rounds ask for most rows and K fits
+        # its budget: scored by its own exact leave-one-out, at the penalty
+        # the rounds chose.
+        exact_route = (
+            self.cv is None and not self.store_cv_results and self.criterion == "loo"
+        )
         features = self._fit_nystroem(
             X,
             float(alphas.min()),
@@ -907,7 +927,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             penalties=alphas,
             loss_tol=self.loss_tol,
+            exact_solve=exact_route,
         )
+        if isinstance(features, _EveryRow):
+            if self._fit_exact_cv(features.gram, y, sample_weight, alphas):
+                return self
+            # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
+            features = self.nystroem_._training_features(X, cache=True)
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
 
         if self.cv is None:
@@ -939,6 +965,54 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
+
+    def _rank_cap(self, n_samples):
+        """The cap of the rounds: the given one, else from memory (see
+        ``max_components``)."""
+        if self.max_components is not None:
+            return self.max_components
+        if 8 * n_samples**2 <= _landmarks.EXACT_BUDGET_BYTES:
+            return None
+        return CV_MAX_COMPONENTS
+
+    def _fit_exact_cv(self, gram, y, sample_weight, alphas):
+        """Exact kernel ridge, scored by its exact leave-one-out: over the
+        whole grid up to :data:`EXACT_GRID_ROWS` rows (``n^3 / 3`` flops
+        per penalty, and an ``n x n`` copy), else at the penalty the rounds
+        chose.  False when ``K + alpha I`` has no Cholesky factor."""
+        n = gram.shape[0]
+        grid = alphas if n <= EXACT_GRID_ROWS else [self.nystroem_.alpha]
+        best = None
+        for alpha in grid:
+            block = gram.copy() if len(grid) > 1 else gram
+            residuals = self._fit_every_row(
+                block, y, sample_weight, float(alpha), loo=True
+            )
+            if residuals is None:
+                continue
+            score = self._exact_score(residuals, y, sample_weight)
+            # The first of tied maxima; a NaN score never wins.
+            if np.isnan(score):
+                score = -np.inf
+            if best is None or score > best[0]:
+                best = (score, float(alpha), self.dual_coef_, self.intercept_)
+        if best is None:
+            return False
+        self.best_score_, self.alpha_, self.dual_coef_, self.intercept_ = best
+        self.nystroem_.alpha = self.alpha_
+        return True
+
+    def _exact_score(self, residuals, y, sample_weight):
+        """``best_score_`` of the exact fit from its leave-one-out residuals
+        (in the landmarks' order, every row): as :meth:`_efficient_cv`."""
+        order = self.nystroem_.component_indices_
+        y_rows = y.reshape(y.shape[0], -1)[order]
+        if self.scoring is None:
+            sw = np.ones(len(order)) if sample_weight is None else sample_weight[order]
+            return float(-np.mean(sw[:, None] * residuals**2))
+        predictions = (y_rows - residuals).reshape((-1,) + y.shape[1:])
+        scorer = get_scorer(self.scoring)
+        return float(scorer(_PredictionsAsInput(), predictions, y[order]))
 
     def _efficient_cv(self, problem, alphas, y):
         """Score every penalty from one eigendecomposition; O(n p) each.

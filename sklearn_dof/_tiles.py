@@ -203,12 +203,19 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
     return _finish(L, lower), 0
 
 
-def _finish(L, lower):
-    # clean=1: the strict upper triangle of the lower factor is zero.
+def clear_upper(L):
+    """Zero the strict upper triangle of square ``L`` in place, by blocks
+    (no ``n x n`` temporary); returns ``L``."""
     n = L.shape[0]
     for start, stop in _tile_edges(0, n, 512):
         L[start:stop, stop:] = 0.0
         L[start:stop, start:stop] = np.tril(L[start:stop, start:stop])
+    return L
+
+
+def _finish(L, lower):
+    # clean=1: the strict upper triangle of the lower factor is zero.
+    clear_upper(L)
     return L if lower else L.T
 
 

@@ -899,3 +899,85 @@ def test_cg_preconditioner_fallbacks(monkeypatch, refused):
     else:
         assert cg.n_iter_ is None
     np.testing.assert_allclose(cg.predict(X), direct.predict(X), atol=1e-8)
+
+
+# --------------------------------------------------------------------------
+# Exact kernel ridge when the certified rank asks for most rows and K fits
+# the budget (max_components=None)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_exact_leave_one_out_residuals_are_brute_force(fit_intercept, weighted):
+    rng = np.random.RandomState(3)
+    X = rng.randn(40, 2)
+    Y = np.column_stack([np.sin(2 * X[:, 0]), X[:, 1]]) + 0.1 * rng.randn(40, 2)
+    weights = rng.uniform(0.3, 2.0, 40) if weighted else None
+    K = rbf_kernel(X, gamma=0.7)
+    alpha = 0.03
+    *_, residuals = _ridge_solve.exact_kernel_ridge(
+        K.copy(), Y, weights, alpha, fit_intercept, loo=True
+    )
+    for i in range(40):
+        keep = np.arange(40) != i
+        w = None if weights is None else weights[keep]
+        dual, intercept = _ridge_solve.exact_kernel_ridge(
+            K[np.ix_(keep, keep)].copy(), Y[keep], w, alpha, fit_intercept
+        )
+        left_out = Y[i] - (K[i, keep] @ dual + intercept)
+        np.testing.assert_allclose(residuals[i], left_out, rtol=1e-7, atol=1e-10)
+
+
+def _exact_hungry(n=900, seed=0):
+    # Smooth, nearly noiseless targets in few dimensions at a small penalty:
+    # the certificate asks for about every row.
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-2, 2, (n, 2))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + 1e-3 * rng.randn(n)
+    return X, y
+
+
+def test_cv_fits_exact_kernel_ridge_where_the_rank_asks_for_most_rows():
+    X, y = _exact_hungry()
+    alphas = (1e-4, 1e-2, 1.0)
+    model = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0).fit(X, y)
+    assert model.nystroem_.exact_ and model.n_components_ == len(X)
+    assert model.alpha_ in alphas
+    # Exact kernel ridge at the penalty chosen, with the intercept.
+    exact = DoFKernelRidge(
+        alpha=model.alpha_, gamma=2.0, n_components=len(X), random_state=0
+    ).fit(X, y)
+    np.testing.assert_allclose(model.predict(X), exact.predict(X), atol=1e-8)
+    # best_score_ is its exact leave-one-out score (minus the mean square).
+    _, _, residuals = _ridge_solve.exact_kernel_ridge(
+        rbf_kernel(X, gamma=2.0), y[:, None], None, model.alpha_, True, loo=True
+    )
+    assert model.best_score_ == pytest.approx(-np.mean(residuals**2), rel=1e-8)
+
+
+def test_an_explicit_cap_or_the_budget_keeps_the_rank():
+    X, y = _exact_hungry()
+    alphas = (1e-4, 1e-2, 1.0)
+    with pytest.warns(UserWarning, match="stopped at max_components=64"):
+        capped = DoFKernelRidgeCV(
+            alphas, gamma=2.0, max_components=64, random_state=0
+        ).fit(X, y)
+    assert capped.n_components_ == 64 and not capped.nystroem_.exact_
+    from sklearn_dof import _landmarks
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_landmarks, "EXACT_BUDGET_BYTES", 8 * len(X) ** 2 - 1)
+        with pytest.warns(UserWarning, match="stopped at max_components=640"):
+            beyond = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0).fit(X, y)
+    # (The factor's numerical rank may end below the cap.)
+    assert beyond.n_components_ <= 640 and not beyond.nystroem_.exact_
+
+
+def test_ridge_fits_exact_past_its_default_cap_within_the_budget(monkeypatch):
+    X, y = _exact_hungry()
+    from sklearn_dof import _landmarks
+
+    # The default cap below n: the certificate's request ends the rounds.
+    monkeypatch.setattr(_landmarks, "DEFAULT_MAX_COMPONENTS", 128)
+    model = DoFKernelRidge(alpha=1e-3, gamma=2.0, random_state=0).fit(X, y)
+    assert model.nystroem_.exact_ and model.n_components_ == len(X)

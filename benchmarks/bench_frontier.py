@@ -1,0 +1,240 @@
+"""The defaults on the accuracy/time frontier: regression, every data set.
+
+On each regression set of ``../shared/data`` (its fixed split, else a
+seeded 80/20; inputs standardised inside each pipeline), in a fresh process
+per fit, on ``--threads`` threads:
+
+* ``ours``: ``DoFKernelRidgeCV()``, every default;
+* ``ours-640``: ``DoFKernelRidgeCV(max_components=640)``, the default cap
+  before the exact route (an A/B of the change in the same run);
+* ``sklearn-M``: ``Nystroem(n_components=M) + RidgeCV(alphas=logspace(-3,
+  3, 7))`` for ``M`` in ``--components`` (``random_state=0``), scikit-learn's
+  RBF ``gamma = 1 / n_features`` as ours;
+* ``exact``: kernel ridge with every row, its penalty tuned by exact
+  leave-one-out over ``lambda`` in ``logspace(-6, 0, 7)`` (``alpha = n
+  lambda``; a Cholesky factorisation and the inverse per penalty, written
+  in this script) where ``n <= --exact-max-rows``: the accuracy reference,
+  not a timing peer.
+
+Reported per set: fit seconds, test MSE and its ratio to the exact
+reference's, peak RSS, rank, warnings; and whether any scikit-learn
+pipeline was both faster and more accurate than ``ours`` (dominated).
+
+Usage::
+
+    python benchmarks/bench_frontier.py                       # every set
+    python benchmarks/bench_frontier.py --sets cpu_act,pol --components 500,2000
+
+Results: ``results/frontier/results.json`` (``--output-dir``).
+"""
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import rss_probe, run_child, timed_fit
+from bench_defaults import REGRESSION, load
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "frontier"
+EXACT_LAMBDAS = np.logspace(-6, 0, 7)
+
+
+def _ours(max_components=None):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from sklearn_dof import DoFKernelRidgeCV
+
+    estimator = DoFKernelRidgeCV(random_state=0)
+    if max_components is not None:
+        estimator.set_params(max_components=max_components)
+    return make_pipeline(StandardScaler(), estimator)
+
+
+def _sklearn(M):
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(
+        StandardScaler(),
+        Nystroem(n_components=M, random_state=0),
+        RidgeCV(alphas=np.logspace(-3, 3, 7)),
+    )
+
+
+def _loo_kernel_ridge(K, y, alpha):
+    """Exact kernel ridge with an intercept and its leave-one-out residuals,
+    written here from the hat matrix (independently of the library): with
+    ``P = (K + alpha I)^{-1}``, ``v = P 1`` and ``Q = P - v v^T / 1^T v``,
+    the residuals are ``alpha Q y`` and the hat matrix ``I - alpha Q``."""
+    from scipy.linalg import cho_factor, cho_solve
+    from scipy.linalg.lapack import dpotri
+
+    n = K.shape[0]
+    M = K + alpha * np.eye(n)
+    factor = cho_factor(M, lower=True, overwrite_a=True)
+    solution = cho_solve(factor, np.column_stack([y, np.ones(n)]))
+    u, v = solution[:, 0], solution[:, 1]
+    intercept = u.sum() / v.sum()
+    dual = u - v * intercept
+    inverse, info = dpotri(factor[0], lower=1)
+    if info:
+        return None
+    Q_diagonal = np.diag(inverse) - v * v / v.sum()
+    return dual, intercept, dual / Q_diagonal
+
+
+def _exact(X, y, X_test):
+    """Exact kernel ridge tuned by exact leave-one-out; test predictions."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    mean, scale = X.mean(0), X.std(0)
+    scale[scale == 0] = 1.0
+    X, X_test = (X - mean) / scale, (X_test - mean) / scale
+    gamma = 1.0 / X.shape[1]
+    K = rbf_kernel(X, gamma=gamma)
+    n = X.shape[0]
+    best = None
+    for lam in EXACT_LAMBDAS:
+        solved = _loo_kernel_ridge(K, y, n * lam)
+        if solved is None:
+            continue
+        dual, intercept, residuals = solved
+        score = float(np.mean(residuals**2))
+        if best is None or score < best[0]:
+            best = (score, lam, dual, intercept)
+    _, lam, dual, intercept = best
+    prediction = rbf_kernel(X_test, X, gamma=gamma) @ dual + intercept
+    return prediction, {"lambda": float(lam), "n_components": n}
+
+
+def child(case):
+    X, y, X_test, y_test = load(case["set"])
+    system = case["system"]
+    stop = rss_probe()
+    if system == "exact":
+        start = time.perf_counter()
+        prediction, record = _exact(X, y, X_test)
+        seconds, record["warnings"] = time.perf_counter() - start, []
+    else:
+        if system.startswith("sklearn-"):
+            model = _sklearn(int(system.split("-")[1]))
+        else:
+            model = _ours(640 if system == "ours-640" else None)
+        seconds, messages = timed_fit(model, X, y)
+        prediction = model.predict(X_test)
+        last = model[-1]
+        record = {"warnings": messages, "alpha": float(last.alpha_)}
+        if system.startswith("ours"):
+            record |= {
+                "n_components": int(last.n_components_),
+                "lambda": float(last.alpha_) / X.shape[0],
+                "exact": bool(last.nystroem_.exact_),
+                "estimated_loss": float(last.nystroem_.loss_estimate_),
+            }
+        else:
+            record["n_components"] = int(system.split("-")[1])
+    return dict(
+        case,
+        **record,
+        **stop(),
+        fit_seconds=seconds,
+        n_train=int(X.shape[0]),
+        test_mse=float(np.mean((prediction - y_test) ** 2)),
+    )
+
+
+def summarise(records):
+    rows = []
+    for name in dict.fromkeys(r["set"] for r in records):
+        runs = [r for r in records if r["set"] == name and "fit_seconds" in r]
+        exact = next((r for r in runs if r["system"] == "exact"), None)
+        ours = next((r for r in runs if r["system"] == "ours"), None)
+        for r in runs:
+            if exact is not None:
+                r["mse_over_exact"] = r["test_mse"] / exact["test_mse"]
+        if ours is None:
+            continue
+        dominating = [
+            r["system"]
+            for r in runs
+            if r["system"].startswith("sklearn-")
+            and r["fit_seconds"] < ours["fit_seconds"]
+            and r["test_mse"] < ours["test_mse"]
+        ]
+        rows.append(
+            {
+                "set": name,
+                "n_train": ours["n_train"],
+                "ours_fit_s": ours["fit_seconds"],
+                "ours_rank": ours["n_components"],
+                "ours_exact": ours["exact"],
+                "ours_mse_over_exact": ours.get("mse_over_exact"),
+                "ours_warned": bool(ours["warnings"]),
+                "ours_peak_rss_mb": ours["peak_rss_mb"],
+                "dominated_by": dominating,
+                **{
+                    f"{r['system']}_{key}": r[field]
+                    for r in runs
+                    if r["system"] != "ours"
+                    for key, field in (("fit_s", "fit_seconds"), ("mse", "test_mse"))
+                },
+                **{
+                    f"{r['system']}_mse_over_exact": r.get("mse_over_exact")
+                    for r in runs
+                    if r["system"] != "ours"
+                },
+            }
+        )
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", default=",".join(REGRESSION))
+    parser.add_argument("--components", default="250,500,1000,2000,4000")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--exact-max-rows", type=int, default=12_000)
+    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    systems = ["ours", "ours-640"] + [
+        f"sklearn-{int(m)}" for m in args.components.split(",")
+    ]
+    records = []
+    for name in args.sets.split(","):
+        todo = list(systems)
+        if load(name)[0].shape[0] <= args.exact_max_rows:
+            todo.append("exact")
+        for system in todo:
+            record = run_child(
+                __file__, {"set": name, "system": system}, args.threads, check=False
+            )
+            records.append(record)
+            shown = {
+                k: record.get(k)
+                for k in ("set", "system", "n_components", "fit_seconds", "test_mse")
+            }
+            print(json.dumps(shown), flush=True)
+    summary = summarise(records)
+    for row in summary:
+        print(
+            f"{row['set']:20s} n={row['n_train']:6d} ours {row['ours_fit_s']:6.1f} s "
+            f"rank {row['ours_rank']:6d} mse/exact {row['ours_mse_over_exact']} "
+            f"warned {row['ours_warned']} dominated by {row['dominated_by']}"
+        )
+    out = {"threads": args.threads, "records": records, "summary": summary}
+    (args.output_dir / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
