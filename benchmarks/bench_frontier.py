@@ -25,7 +25,10 @@ Usage::
     python benchmarks/bench_frontier.py                       # every set
     python benchmarks/bench_frontier.py --sets cpu_act,pol --components 500,2000
 
-Results: ``results/frontier/results.json`` (``--output-dir``).
+Results: ``results/frontier/results.json`` (``--output-dir``).  The
+children import the installed ``sklearn_dof``; to measure another checkout,
+put it first on ``PYTHONPATH``.  ``--systems ours,ours-640 --merge
+results.json`` refits those systems only and keeps the other records.
 """
 
 import argparse
@@ -200,6 +203,17 @@ def main():
     parser.add_argument("--components", default="250,500,1000,2000,4000")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--exact-max-rows", type=int, default=12_000)
+    parser.add_argument(
+        "--systems",
+        default=None,
+        help="comma-separated subset of ours, ours-640, sklearn-M, exact",
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        help="a results.json whose records of the other systems are kept",
+    )
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -210,11 +224,17 @@ def main():
     systems = ["ours", "ours-640"] + [
         f"sklearn-{int(m)}" for m in args.components.split(",")
     ]
+    systems.append("exact")
+    wanted = args.systems.split(",") if args.systems else systems
+    kept = []
+    if args.merge is not None:
+        kept = json.loads(args.merge.read_text())["records"]
+        kept = [r for r in kept if r["system"] not in wanted]
     records = []
     for name in args.sets.split(","):
-        todo = list(systems)
-        if load(name)[0].shape[0] <= args.exact_max_rows:
-            todo.append("exact")
+        todo = [s for s in systems if s in wanted]
+        if "exact" in todo and load(name)[0].shape[0] > args.exact_max_rows:
+            todo.remove("exact")
         for system in todo:
             record = run_child(
                 __file__, {"set": name, "system": system}, args.threads, check=False
@@ -225,6 +245,7 @@ def main():
                 for k in ("set", "system", "n_components", "fit_seconds", "test_mse")
             }
             print(json.dumps(shown), flush=True)
+    records = kept + records
     summary = summarise(records)
     for row in summary:
         print(
