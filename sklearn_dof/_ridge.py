@@ -65,7 +65,8 @@ _NYSTROEM_CONSTRAINTS = {
 #: development sweep that is not among the benchmarks.
 DEFAULT_LAMBDAS = np.logspace(-6, 0, 13)
 
-#: The default cap of ``DoFKernelRidgeCV``'s automatic rank (see its
+#: The cap of ``DoFKernelRidgeCV``'s automatic rank where ``max_components``
+#: is None and the kernel matrix exceeds the exact budget (see its
 #: ``max_components``).
 CV_MAX_COMPONENTS = 640
 
