@@ -61,8 +61,8 @@ class DoFKernelMixin:
         X = self._validate_predict_data(X)
         return self.nystroem_._kernel_product(X, self.dual_coef_.T) + self.intercept_
 
-    def _rank_cap(self, n_samples):
-        """``max_components`` of ``nystroem_`` for ``n_samples`` rows."""
+    def _rank_cap(self, X):
+        """``max_components`` of ``nystroem_`` for the data ``X``."""
         return self.max_components
 
     def _new_nystroem(self, alpha, dof_tol=0.1, loss_tol=0.01, max_components=None):
@@ -120,9 +120,7 @@ class DoFKernelMixin:
         return ``K(I, I)`` as ``_nystroem._EveryRow`` instead of blocks, for
         a fit of exact kernel ridge (see ``DoFNystroem._fit``).
         """
-        self.nystroem_ = self._new_nystroem(
-            alpha, dof_tol, loss_tol, self._rank_cap(X.shape[0])
-        )
+        self.nystroem_ = self._new_nystroem(alpha, dof_tol, loss_tol, self._rank_cap(X))
         self.nystroem_._validate_params()
         factors = self.nystroem_._fit(
             self.nystroem_._validate_fit_data(X),

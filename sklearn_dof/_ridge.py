@@ -967,14 +967,22 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
 
-    def _rank_cap(self, n_samples):
+    def _rank_cap(self, X):
         """The cap of the rounds: the given one, else from memory (see
-        ``max_components``)."""
+        ``max_components``): None (past the default cap, up to the exact
+        fit) where the exact route applies and ``K`` fits its budget, else
+        :data:`CV_MAX_COMPONENTS`."""
         if self.max_components is not None:
             return self.max_components
-        if 8 * n_samples**2 <= _landmarks.EXACT_BUDGET_BYTES:
-            return None
-        return CV_MAX_COMPONENTS
+        exact_route = (
+            self.cv is None
+            and not self.store_cv_results
+            and self.criterion == "loo"
+            and X.dtype != np.float32
+            and not _dask.is_dask_array(X)  # (the paper's rule there)
+            and 8 * X.shape[0] ** 2 <= _landmarks.EXACT_BUDGET_BYTES
+        )
+        return None if exact_route else CV_MAX_COMPONENTS
 
     def _fit_exact_cv(self, gram, y, sample_weight, alphas):
         """Exact kernel ridge, scored by its exact leave-one-out: over the

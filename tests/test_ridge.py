@@ -981,3 +981,16 @@ def test_ridge_fits_exact_past_its_default_cap_within_the_budget(monkeypatch):
     monkeypatch.setattr(_landmarks, "DEFAULT_MAX_COMPONENTS", 128)
     model = DoFKernelRidge(alpha=1e-3, gamma=2.0, random_state=0).fit(X, y)
     assert model.nystroem_.exact_ and model.n_components_ == len(X)
+
+
+@pytest.mark.parametrize(
+    "params", [{"criterion": "gcv"}, {"store_cv_results": True}, {"cv": 3}]
+)
+def test_cv_without_the_exact_route_keeps_the_cap_of_640(params):
+    # Only the exact route's efficient leave-one-out lifts the cap: the
+    # other criteria would score thousands of features.
+    X, y = _exact_hungry()
+    model = DoFKernelRidgeCV((1e-4, 1e-2, 1.0), gamma=2.0, random_state=0, **params)
+    assert model._rank_cap(X) == 640
+    assert DoFKernelRidgeCV()._rank_cap(X) is None
+    assert DoFKernelRidgeCV()._rank_cap(X.astype(np.float32)) == 640
