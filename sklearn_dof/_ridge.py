@@ -630,18 +630,19 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Loss of test error that ``n_components="auto"`` allows.
     max_components : int or None, default=None
         Cap of an automatic rank, see :class:`~sklearn_dof.DoFNystroem`.
-        None: from memory.  Where the kernel matrix fits the exact budget
-        (``8 n^2`` bytes up to ``_landmarks.EXACT_BUDGET_BYTES``, 1 GiB:
-        11,585 rows) the rounds may go to the transformer's 4096, and a
-        certificate that asks for more than half the rows ends them in exact
-        kernel ridge at the penalty chosen so far (with ``cv=None``,
-        ``criterion="loo"`` and ``store_cv_results=False``; its exact
-        leave-one-out score is ``best_score_``).  Beyond it, 640: at the
-        small penalties of the default grid most real data sets ask for
-        ranks near ``n``, and the rounds to them would cost what exact
-        kernel ridge does; the cap binds with a warning that gives the rank
-        asked for (doc/automatic_rank.rst).  An int caps every rank, the
-        exact fit included.
+        None: from memory.  With ``cv=None``, ``criterion="loo"``,
+        ``store_cv_results=False`` and float64 NumPy data whose kernel
+        matrix fits the exact budget (``8 n^2`` bytes up to
+        ``_landmarks.EXACT_BUDGET_BYTES``, 1 GiB: 11,585 rows), the rank
+        is uncapped, and past half of the rows the fit is exact kernel
+        ridge, scored by its exact leave-one-out residuals (every penalty
+        of the grid up to 2,048 rows, else the penalty the rounds chose;
+        ``best_score_`` is that score).  Otherwise 640: at the small
+        penalties of the default grid most real data sets ask for ranks
+        near ``n``, and the rounds to them would cost what exact kernel
+        ridge does; the cap binds with a warning that gives the rank asked
+        for (doc/automatic_rank.rst).  An int caps every rank, the exact
+        fit included.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept.  Leave-one-out refits it without the
         left-out point, exactly.
