@@ -991,6 +991,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         per penalty, and an ``n x n`` copy), else at the penalty the rounds
         chose.  False when ``K + alpha I`` has no Cholesky factor."""
         n = gram.shape[0]
+        if (
+            self.scoring is not None
+            and sample_weight is not None
+            and not np.all(sample_weight > 0)
+        ):
+            # A scorer reads every row's prediction, and the leave-one-out
+            # residual of a row of zero weight is 0 / 0 in the weighted
+            # coordinates: score the features instead.
+            return False
         grid = alphas if n <= EXACT_GRID_ROWS else [self.nystroem_.alpha]
         best = None
         for alpha in grid:
@@ -1019,7 +1028,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         y_rows = y.reshape(y.shape[0], -1)[order]
         if self.scoring is None:
             sw = np.ones(len(order)) if sample_weight is None else sample_weight[order]
-            return float(-np.mean(sw[:, None] * residuals**2))
+            # Rows of zero weight count zero (their residual is 0 / 0).
+            squares = np.where(sw[:, None] > 0, sw[:, None] * residuals**2, 0.0)
+            return float(-np.mean(squares))
         predictions = (y_rows - residuals).reshape((-1,) + y.shape[1:])
         scorer = get_scorer(self.scoring)
         return float(scorer(_PredictionsAsInput(), predictions, y[order]))

@@ -994,3 +994,26 @@ def test_cv_without_the_exact_route_keeps_the_cap_of_640(params):
     assert model._rank_cap(X) == 640
     assert DoFKernelRidgeCV()._rank_cap(X) is None
     assert DoFKernelRidgeCV()._rank_cap(X.astype(np.float32)) == 640
+
+
+def test_cv_exact_route_scores_zero_weights_as_nothing():
+    # A row of zero weight takes no part in the fit, nor in the score: the
+    # score is that of the positive rows' exact fit, over all n rows.
+    X, y = _exact_hungry(n=300)
+    sw = np.random.RandomState(1).uniform(0.5, 2.0, len(y))
+    sw[:7] = 0.0
+    model = DoFKernelRidgeCV((1e-3, 1e-1), gamma=2.0, random_state=0).fit(
+        X, y, sample_weight=sw
+    )
+    assert model.nystroem_.exact_ and np.isfinite(model.best_score_)
+    keep = sw > 0
+    *_, residuals = _ridge_solve.exact_kernel_ridge(
+        rbf_kernel(X[keep], gamma=2.0),
+        y[keep, None],
+        sw[keep],
+        model.alpha_,
+        True,
+        loo=True,
+    )
+    expected = -np.sum(sw[keep] * residuals[:, 0] ** 2) / len(y)
+    assert model.best_score_ == pytest.approx(expected, rel=1e-7)
