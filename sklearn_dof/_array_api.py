@@ -179,11 +179,12 @@ def to_host(a):
 def inverse_sqrt(gram, xp, rtol=PINV_RTOL):
     """Symmetric pseudo-inverse square root ``K(I, I)^{+1/2}``, eigenvalues
     below ``rtol`` of the largest dropped (:func:`_linalg.landmark_eigh`)."""
-    return _inverse_sqrt_and_root(gram, xp, rtol)[0]
+    return _inverse_sqrt_and_root(gram, xp, rtol, with_root=False)[0]
 
 
-def _inverse_sqrt_and_root(gram, xp, rtol=PINV_RTOL):
-    """``K^{+1/2}`` and ``K^{1/2}`` on the same span."""
+def _inverse_sqrt_and_root(gram, xp, rtol=PINV_RTOL, with_root=True):
+    """``K^{+1/2}`` and ``K^{1/2}`` (None without ``with_root``) on the
+    same span."""
     rtol = max(rtol, 10 * float(xp.finfo(gram.dtype).eps))
     W = xp.astype(gram, xp.float64)
     eigvals, eigvecs = xp.linalg.eigh(0.5 * (W + W.T))
@@ -191,8 +192,11 @@ def _inverse_sqrt_and_root(gram, xp, rtol=PINV_RTOL):
     keep = eigvals > rtol * top
     kept = xp.where(keep, eigvals, 1.0)
     inverse_root = xp.where(keep, 1.0 / xp.sqrt(kept), 0.0)
+    inverse = (eigvecs * inverse_root) @ eigvecs.T
+    if not with_root:
+        return inverse, None
     root = xp.where(keep, xp.sqrt(kept), 0.0)
-    return (eigvecs * inverse_root) @ eigvecs.T, (eigvecs * root) @ eigvecs.T
+    return inverse, (eigvecs * root) @ eigvecs.T
 
 
 class _LandmarkBasis(NamedTuple):
@@ -205,7 +209,7 @@ class _LandmarkBasis(NamedTuple):
     B: object
 
 
-def landmark_basis(gram, landmark_penalty, xp, device):
+def landmark_basis(gram, landmark_penalty, xp, device, with_features=True):
     """:class:`_LandmarkBasis` with ``N^T K(I, I) N`` the identity on the
     span kept.
 
@@ -216,7 +220,9 @@ def landmark_basis(gram, landmark_penalty, xp, device):
     ``SHIFT_FIRST_COMPONENTS`` landmarks on, as :func:`_linalg.landmark_factor`
     does), else the pseudo-inverse
     square root.  ``B`` is read off the factorisation, never formed as the
-    product ``K(I, I) N``, whose rounding ``||N||`` amplifies.
+    product ``K(I, I) N``, whose rounding ``||N||`` amplifies; without
+    ``with_features`` the pseudo-inverse route leaves it None (its
+    ``2 p^3`` product is for the conjugate gradients only).
     """
     # The pseudo-inverse drops the directions below a float32 block's
     # precision (as _linalg.landmark_eigh); the factorisations are judged
@@ -248,7 +254,7 @@ def landmark_basis(gram, landmark_penalty, xp, device):
             # K = L L^T: N = L^{-T}, upper triangular; K N = L (up to the
             # shift, which the preconditioner can ignore).
             return _LandmarkBasis(xp.linalg.inv(factor).T, factor)
-    return _LandmarkBasis(*_inverse_sqrt_and_root(W, xp, eigh_rtol))
+    return _LandmarkBasis(*_inverse_sqrt_and_root(W, xp, eigh_rtol, with_features))
 
 
 def _cholesky(A, xp):
@@ -573,10 +579,13 @@ def fit_ridge(
         nystroem, X, y2, xp, device, penalties=alphas, center=estimator.fit_intercept
     )
     p, alpha = nystroem.n_components_, nystroem.alpha
-    N, landmark_features = landmark_basis(gram_II, alpha * p / n, xp, device)
+    cg = alphas is None and _ridge_solve.uses_cg(solver, p)
+    N, landmark_features = landmark_basis(
+        gram_II, alpha * p / n, xp, device, with_features=cg
+    )
     features = _Features(nystroem, X, nystroem.components_, N, xp, device)
     solution = None
-    if alphas is None and _ridge_solve.uses_cg(solver, p):
+    if cg:
         solution = cg_solve(
             features,
             landmark_features,
