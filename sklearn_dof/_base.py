@@ -65,9 +65,11 @@ class DoFKernelMixin:
         """``max_components`` of ``nystroem_`` for the data ``X``."""
         return self.max_components
 
-    def _new_nystroem(self, alpha, dof_tol=0.1, loss_tol=0.01, max_components=None):
+    def _new_nystroem(
+        self, alpha, dof_tol=0.1, loss_tol=0.01, max_components=None, n_components=None
+    ):
         """The unfitted ``nystroem_`` of this estimator at ``alpha`` (with
-        ``max_components``, else the estimator's)."""
+        ``max_components`` and ``n_components``, else the estimator's)."""
         return DoFNystroem(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -75,7 +77,7 @@ class DoFKernelMixin:
             degree=self.degree,
             kernel_params=self.kernel_params,
             alpha=alpha,
-            n_components=self.n_components,
+            n_components=n_components or self.n_components,
             sampling=self.sampling,
             loss_tol=loss_tol,
             max_components=max_components or self.max_components,
@@ -97,6 +99,7 @@ class DoFKernelMixin:
         loss_tol=0.01,
         objective="squared",
         exact_solve=False,
+        n_components=None,
     ):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
@@ -119,8 +122,12 @@ class DoFKernelMixin:
         ``exact_solve`` (with ``kernel_basis``): when every row is a landmark,
         return ``K(I, I)`` as ``_nystroem._EveryRow`` instead of blocks, for
         a fit of exact kernel ridge (see ``DoFNystroem._fit``).
+
+        ``n_components``: the rank, in place of the estimator's.
         """
-        self.nystroem_ = self._new_nystroem(alpha, dof_tol, loss_tol, self._rank_cap(X))
+        self.nystroem_ = self._new_nystroem(
+            alpha, dof_tol, loss_tol, self._rank_cap(X), n_components
+        )
         self.nystroem_._validate_params()
         factors = self.nystroem_._fit(
             self.nystroem_._validate_fit_data(X),

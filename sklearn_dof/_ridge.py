@@ -72,8 +72,9 @@ CV_MAX_COMPONENTS = 640
 
 #: Up to this many rows the exact fit of ``DoFKernelRidgeCV`` scores every
 #: penalty of the grid by exact leave-one-out (about ``n^3 / 3`` flops per
-#: penalty: a tenth of a second at 2,048 rows on two cores); beyond it, the
-#: penalty the rounds chose on the rows' factor.
+#: penalty: a tenth of a second at 2,048 rows on two cores); beyond it, a
+#: walk along the grid from the penalty the rounds chose
+#: (``DoFKernelRidgeCV._fit_exact_cv``).
 EXACT_GRID_ROWS = 2048
 
 
@@ -635,9 +636,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         matrix fits the exact budget (``8 n^2`` bytes up to
         ``_landmarks.EXACT_BUDGET_BYTES``, 1 GiB: 11,585 rows), the rank
         is uncapped, and past half of the rows the fit is exact kernel
-        ridge, scored by its exact leave-one-out residuals (every penalty
-        of the grid up to 2,048 rows, else the penalty the rounds chose;
-        ``best_score_`` is that score).  Otherwise 640: at the small
+        ridge, at the penalty its exact leave-one-out residuals prefer
+        (every penalty of the grid up to 2,048 rows, else a walk down the
+        grid from the rounds' penalty; ``best_score_`` is that score).  A
+        rank certified below half of the rows is kept unless exact kernel
+        ridge at a smaller penalty of the grid beats its leave-one-out
+        error by ``loss_tol``: the rounds choose the penalty on low-rank
+        fits, which lack the directions small penalties need.  Otherwise
+        640: at the small
         penalties of the default grid most real data sets ask for ranks
         near ``n``, and the rounds to them would cost what exact kernel
         ridge does; the cap binds with a warning that gives the rank asked
@@ -916,8 +922,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # certified for the penalty the leave-one-out error prefers, round
         # after round, not for the smallest of the grid.
         # Exact kernel ridge where the rounds ask for most rows and K fits
-        # its budget: scored by its own exact leave-one-out, at the penalty
-        # the rounds chose.
+        # its budget, at the penalty its own exact leave-one-out prefers
+        # (_fit_exact_cv).
         exact_route = (
             self.cv is None and not self.store_cv_results and self.criterion == "loo"
         )
@@ -932,7 +938,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             exact_solve=exact_route,
         )
         if isinstance(features, _EveryRow):
-            if self._fit_exact_cv(features.gram, y, sample_weight, alphas):
+            grams = [features.gram]
+            del features  # the search consumes K
+            if self._fit_exact_cv(grams, y, sample_weight, alphas):
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, cache=True)
@@ -945,6 +953,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             best = int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
             self.alpha_ = float(alphas[best])
             self.best_score_ = float(scores[best])
+            if exact_route and self._rank_cap(X) is None:
+                # The rank was certified at the penalty low-rank fits prefer;
+                # exact kernel ridge may prefer a smaller one.
+                if self._exact_probe(X, y, sample_weight, alphas):
+                    return self
         else:
             ridge = Ridge(fit_intercept=self.fit_intercept)
             if sample_weight is not None and get_config()["enable_metadata_routing"]:
@@ -985,41 +998,152 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
         return None if exact_route else CV_MAX_COMPONENTS
 
-    def _fit_exact_cv(self, gram, y, sample_weight, alphas):
-        """Exact kernel ridge, scored by its exact leave-one-out: over the
-        whole grid up to :data:`EXACT_GRID_ROWS` rows (``n^3 / 3`` flops
-        per penalty, and an ``n x n`` copy), else at the penalty the rounds
-        chose.  False when ``K + alpha I`` has no Cholesky factor."""
-        n = gram.shape[0]
-        if (
+    def _exact_scorable(self, sample_weight):
+        """Whether exact leave-one-out can score the fit: not with a scorer
+        and rows of zero weight (a scorer reads every row's prediction, and
+        the leave-one-out residual of a row of zero weight is 0 / 0 in the
+        weighted coordinates)."""
+        return not (
             self.scoring is not None
             and sample_weight is not None
             and not np.all(sample_weight > 0)
-        ):
-            # A scorer reads every row's prediction, and the leave-one-out
-            # residual of a row of zero weight is 0 / 0 in the weighted
-            # coordinates: score the features instead.
+        )
+
+    def _fit_exact_cv(self, grams, y, sample_weight, alphas, reference=None):
+        """Exact kernel ridge at the penalty its exact leave-one-out prefers.
+
+        Up to :data:`EXACT_GRID_ROWS` rows every penalty of the grid is
+        scored.  Beyond, each costs a factorisation (``2 n^3 / 3`` flops
+        with its leave-one-out), and the search walks the grid below the
+        reference penalty (the rounds', else ``reference``'s): a rank grown
+        on a factor of the rows prefers too large a penalty, since its
+        fits at small penalties lack the rows' last directions (pumadyn32nm:
+        at 256 to 4,096 of 6,553 columns leave-one-out prefers ``lambda``
+        from ``1e-3`` to ``3e-5``, the exact fit ``1e-6``, the grid's
+        smallest, with 25% less error).  The smallest penalty is scored
+        first (where the exact curve most often has its minimum: five of
+        the ten regression sets of ``benchmarks/bench_frontier.py``) and the
+        walk goes up while the score improves; if the smallest does not
+        beat the reference, the reference's neighbour is scored, and the
+        walk goes down from it.  After rounds that ended exact, whose
+        penalty is scored exactly too, only the walk down from the
+        neighbour: scores are assumed unimodal along the grid.
+
+        ``grams`` is a list holding ``K`` in the landmarks' order, taken out
+        and consumed by the first factorisation (so that only one ``n x n``
+        array lives at a time); the others recompute it (``n^2 d`` flops).
+        ``reference``: ``(score, alpha)`` of the low-rank fit, which an
+        exact fit must beat by ``loss_tol`` (relative mean squared error,
+        with ``scoring=None``).  False when no exact fit wins or none has
+        a Cholesky factor.
+        """
+        n = grams[0].shape[0]
+        if not self._exact_scorable(sample_weight):
             return False
-        grid = alphas if n <= EXACT_GRID_ROWS else [self.nystroem_.alpha]
-        best = None
-        for alpha in grid:
-            block = gram.copy() if len(grid) > 1 else gram
+        progress = Progress(self.verbose, type(self).__name__)
+
+        def fit(alpha, block=None):
+            if block is None:
+                nystroem = self.nystroem_
+                block = (
+                    grams.pop()
+                    if grams
+                    else nystroem._kernel_to_landmarks(nystroem.components_)
+                )
             residuals = self._fit_every_row(
                 block, y, sample_weight, float(alpha), loo=True
             )
             if residuals is None:
-                continue
+                return None
             score = self._exact_score(residuals, y, sample_weight)
-            # The first of tied maxima; a NaN score never wins.
-            if np.isnan(score):
-                score = -np.inf
-            if best is None or score > best[0]:
-                best = (score, float(alpha), self.dual_coef_, self.intercept_)
-        if best is None:
+            progress(
+                f"exact kernel ridge at penalty {alpha:.4g}: "
+                f"leave-one-out score {score:.6g}"
+            )
+            # A NaN score never wins.
+            score = -np.inf if np.isnan(score) else score
+            return (score, float(alpha), self.dual_coef_, self.intercept_)
+
+        def better(candidate, incumbent):
+            if candidate is None:
+                return False
+            if incumbent is None:
+                return True
+            if incumbent[2] is None and self.scoring is None:
+                # Against the low-rank fit (minus a mean squared error).
+                return candidate[0] > incumbent[0] * (1.0 - self.loss_tol)
+            return candidate[0] > incumbent[0]  # the first of tied maxima
+
+        if reference is None:
+            top = self.nystroem_.alpha
+            best = None if n <= EXACT_GRID_ROWS else fit(top)
+        else:
+            best = (reference[0], reference[1], None, None)
+            top = reference[1]
+        if n <= EXACT_GRID_ROWS:
+            gram = grams.pop()
+            for i, alpha in enumerate(alphas):
+                candidate = fit(alpha, gram.copy() if i < len(alphas) - 1 else gram)
+                if better(candidate, best):
+                    best = candidate
+        else:
+            below = np.sort(alphas[alphas < top])
+            # After exact rounds, the exact score at the rounds' penalty
+            # anchors a unimodal curve: its neighbour below decides.  After
+            # a low-rank fit there is no such anchor: the smallest penalty
+            # first, then the neighbour.
+            walks = (below[::-1],) if reference is None else (below, below[-1:0:-1])
+            for walk in walks:
+                if not walk.size:
+                    continue
+                candidate = fit(walk[0])
+                if not better(candidate, best):
+                    continue
+                best = candidate
+                for alpha in walk[1:]:
+                    candidate = fit(alpha)
+                    if not better(candidate, best):
+                        break
+                    best = candidate
+                break
+        if best is None or best[2] is None:
             return False
         self.best_score_, self.alpha_, self.dual_coef_, self.intercept_ = best
         self.nystroem_.alpha = self.alpha_
         return True
+
+    def _exact_probe(self, X, y, sample_weight, alphas):
+        """After a low-rank fit whose kernel matrix fits the exact budget:
+        exact kernel ridge at smaller penalties of the grid, kept if its
+        exact leave-one-out beats the low-rank fit's by ``loss_tol``
+        (:meth:`_fit_exact_cv`); else the low-rank transformer is restored.
+        """
+        if (
+            self.n_components != "auto"
+            or self.nystroem_.exact_
+            or not np.any(alphas < self.alpha_)
+            or not self._exact_scorable(sample_weight)
+        ):
+            return False
+        low_rank = self.nystroem_, self.n_components_
+        every_row = self._fit_nystroem(
+            X, self.alpha_, self.tol, exact_solve=True, n_components=X.shape[0]
+        )
+        if not isinstance(every_row, _EveryRow):
+            self.nystroem_, self.n_components_ = low_rank
+            return False
+        grams = [every_row.gram]
+        del every_row  # the search consumes K
+        if self._fit_exact_cv(
+            grams,
+            y,
+            sample_weight,
+            alphas,
+            reference=(self.best_score_, self.alpha_),
+        ):
+            return True
+        self.nystroem_, self.n_components_ = low_rank
+        return False
 
     def _exact_score(self, residuals, y, sample_weight):
         """``best_score_`` of the exact fit from its leave-one-out residuals

@@ -14,8 +14,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge_solve, _tiles
+from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge, _ridge_solve, _tiles
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
+
+from .conftest import load_shared
 
 ALPHAS = (0.3, 1.0, 3.0, 10.0, 30.0)
 GAMMA = 0.05
@@ -1017,3 +1019,100 @@ def test_cv_exact_route_scores_zero_weights_as_nothing():
     )
     expected = -np.sum(sw[keep] * residuals[:, 0] ** 2) / len(y)
     assert model.best_score_ == pytest.approx(expected, rel=1e-7)
+
+
+def _exact_loo_scores(X, y, gamma, alphas):
+    """Minus the mean squared exact leave-one-out residual of exact kernel
+    ridge (with intercept) at each penalty, by brute force over the rows."""
+    K = rbf_kernel(X, gamma=gamma)
+    n = len(y)
+    scores = []
+    for alpha in alphas:
+        residuals = np.empty(n)
+        for i in range(n):
+            keep = np.arange(n) != i
+            dual, intercept = _ridge_solve.exact_kernel_ridge(
+                K[np.ix_(keep, keep)].copy(), y[keep, None], None, alpha, True
+            )
+            residuals[i] = y[i] - (K[i, keep] @ dual[:, 0] + intercept[0])
+        scores.append(-np.mean(residuals**2))
+    return np.array(scores)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cv_exact_search_finds_the_best_penalty_of_the_grid(monkeypatch, seed):
+    # Beyond EXACT_GRID_ROWS the exact fit walks the grid instead of scoring
+    # all of it: on a unimodal leave-one-out curve it must land on the same
+    # penalty as the whole grid scored by brute force, wherever the rounds
+    # stopped.
+    X, y = _exact_hungry(n=160, seed=seed)
+    y = y + 0.05 * np.random.RandomState(seed).randn(len(y))
+    alphas = np.logspace(-5, 0, 6)
+    scores = _exact_loo_scores(X, y, 2.0, alphas)
+    best = int(np.argmax(scores))
+    # (The walk assumes a unimodal curve; check the data give one.)
+    assert np.all(np.diff(scores[: best + 1]) > 0)
+    assert np.all(np.diff(scores[best:]) < 0)
+    monkeypatch.setattr(_ridge, "EXACT_GRID_ROWS", 10)
+    model = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0).fit(X, y)
+    assert model.nystroem_.exact_
+    assert model.alpha_ == pytest.approx(alphas[best])
+    assert model.best_score_ == pytest.approx(scores[best], rel=1e-7)
+    exact = DoFKernelRidge(
+        alpha=model.alpha_, gamma=2.0, n_components=len(X), random_state=0
+    ).fit(X, y)
+    np.testing.assert_allclose(model.predict(X), exact.predict(X), atol=1e-8)
+
+
+def test_cv_exact_fit_replaces_a_low_rank_fit_it_beats(capsys):
+    # pumadyn32nm: the rounds certify about 170 columns at the penalty
+    # low-rank fits prefer (lambda = 1e-3); exact kernel ridge at a smaller
+    # penalty has a lower exact leave-one-out error by more than loss_tol.
+    X, y = load_shared("pumadyn32nm", n_samples=3500)
+    model = DoFKernelRidgeCV(random_state=0, verbose=1).fit(X, y)
+    # One line per exact fit scored, the chosen one among them.
+    probes = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if "exact kernel ridge at" in line
+    ]
+    assert 1 <= len(probes) <= 13
+    assert any(f"penalty {model.alpha_:.4g}:" in line for line in probes)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DoFKernelRidgeCV, "_exact_probe", lambda *args: False)
+        low_rank = DoFKernelRidgeCV(random_state=0).fit(X, y)
+    assert low_rank.n_components_ < len(X) // 2
+    assert model.nystroem_.exact_ and model.n_components_ == len(X)
+    assert model.alpha_ < low_rank.alpha_
+    assert model.best_score_ > (1 - model.loss_tol) * low_rank.best_score_
+    _, _, residuals = _ridge_solve.exact_kernel_ridge(
+        rbf_kernel(X, gamma=1.0 / X.shape[1]),
+        y[:, None],
+        None,
+        model.alpha_,
+        True,
+        loo=True,
+    )
+    assert model.best_score_ == pytest.approx(-np.mean(residuals**2), rel=1e-8)
+    exact = DoFKernelRidge(alpha=model.alpha_, n_components=len(X), random_state=0).fit(
+        X, y
+    )
+    np.testing.assert_allclose(
+        model.predict(X[:200]), exact.predict(X[:200]), atol=1e-8
+    )
+
+
+def test_cv_keeps_the_low_rank_fit_an_exact_fit_does_not_beat():
+    # abalone: exact kernel ridge at the smaller penalties scores no better
+    # than the certified low-rank fit, which is kept as it was.
+    X, y = load_shared("abalone", n_samples=2500)
+    model = DoFKernelRidgeCV(random_state=0).fit(X, y)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DoFKernelRidgeCV, "_exact_probe", lambda *args: False)
+        low_rank = DoFKernelRidgeCV(random_state=0).fit(X, y)
+    assert not model.nystroem_.exact_ and model.n_components_ < len(X) // 2
+    assert model.n_components_ == low_rank.n_components_
+    assert model.nystroem_.n_components == "auto"
+    assert model.alpha_ == low_rank.alpha_
+    assert model.best_score_ == low_rank.best_score_
+    np.testing.assert_array_equal(model.predict(X), low_rank.predict(X))
