@@ -1,34 +1,46 @@
-"""The defaults on the accuracy/time frontier: regression, every data set.
+"""The defaults on the accuracy/time frontier: every data set.
 
-On each regression set of ``../shared/data`` (its fixed split, else a
-seeded 80/20; inputs standardised inside each pipeline), in a fresh process
-per fit, on ``--threads`` threads:
+On each set of ``../shared/data`` (its fixed split, else a seeded 80/20;
+inputs standardised inside each pipeline), in a fresh process per fit, on
+``--threads`` threads, scikit-learn's RBF ``gamma = 1 / n_features`` for
+every system:
+
+Regression (test MSE):
 
 * ``ours``: ``DoFKernelRidgeCV()``, every default;
-* ``ours-640``: ``DoFKernelRidgeCV(max_components=640)``, the default cap
-  before the exact route (an A/B of the change in the same run);
+* ``ours-640``: ``DoFKernelRidgeCV(max_components=640)``, the cap before
+  the exact route;
 * ``sklearn-M``: ``Nystroem(n_components=M) + RidgeCV(alphas=logspace(-3,
-  3, 7))`` for ``M`` in ``--components`` (``random_state=0``), scikit-learn's
-  RBF ``gamma = 1 / n_features`` as ours;
+  3, 7))`` for ``M`` in ``--components`` (``random_state=0``);
 * ``exact``: kernel ridge with every row, its penalty tuned by exact
   leave-one-out over ``lambda`` in ``logspace(-6, 0, 7)`` (``alpha = n
   lambda``; a Cholesky factorisation and the inverse per penalty, written
   in this script) where ``n <= --exact-max-rows``: the accuracy reference,
   not a timing peer.
 
-Reported per set: fit seconds, test MSE and its ratio to the exact
-reference's, peak RSS, rank, warnings; and whether any scikit-learn
+Classification (test log-loss, and accuracy), binary and multiclass:
+
+* ``ours``: ``DoFKernelLogisticRegression()``, every default (``alpha=1``,
+  scikit-learn's ``C=1``);
+* ``sklearn-M``: ``Nystroem(n_components=M) + LogisticRegression()``, every
+  default of the latter (``C=1``, lbfgs, 100 iterations).
+
+Reported per set: fit seconds, test error (and its ratio to the exact
+reference's), peak RSS, rank, warnings; and whether any scikit-learn
 pipeline was both faster and more accurate than ``ours`` (dominated).
+``--plot`` draws, per set, fit time against test error
+(``<set>.png`` beside the JSON).
 
 Usage::
 
     python benchmarks/bench_frontier.py                       # every set
     python benchmarks/bench_frontier.py --sets cpu_act,pol --components 500,2000
+    python benchmarks/bench_frontier.py --plot-only           # redraw the plots
 
 Results: ``results/frontier/results.json`` (``--output-dir``).  The
 children import the installed ``sklearn_dof``; to measure another checkout,
-put it first on ``PYTHONPATH``.  ``--systems ours,ours-640 --merge
-results.json`` refits those systems only and keeps the other records.
+put it first on ``PYTHONPATH``.  ``--systems ours --merge results.json``
+refits those systems only and keeps the other records.
 """
 
 import argparse
@@ -43,6 +55,7 @@ from bench_defaults import REGRESSION, load
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "frontier"
 EXACT_LAMBDAS = np.logspace(-6, 0, 7)
+CLASSIFICATION = ("a9a_adult", "ijcnn1", "pendigits", "satimage")
 
 
 def _ours(max_components=None):
@@ -57,16 +70,28 @@ def _ours(max_components=None):
     return make_pipeline(StandardScaler(), estimator)
 
 
-def _sklearn(M):
-    from sklearn.kernel_approximation import Nystroem
-    from sklearn.linear_model import RidgeCV
+def _ours_classifier():
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    from sklearn_dof import DoFKernelLogisticRegression
+
+    return make_pipeline(StandardScaler(), DoFKernelLogisticRegression(random_state=0))
+
+
+def _sklearn(M, classification=False):
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import LogisticRegression, RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    last = (
+        LogisticRegression()
+        if classification
+        else RidgeCV(alphas=np.logspace(-3, 3, 7))
+    )
     return make_pipeline(
-        StandardScaler(),
-        Nystroem(n_components=M, random_state=0),
-        RidgeCV(alphas=np.logspace(-3, 3, 7)),
+        StandardScaler(), Nystroem(n_components=M, random_state=0), last
     )
 
 
@@ -119,6 +144,7 @@ def _exact(X, y, X_test):
 def child(case):
     X, y, X_test, y_test = load(case["set"])
     system = case["system"]
+    classification = case["set"] in CLASSIFICATION
     stop = rss_probe()
     if system == "exact":
         start = time.perf_counter()
@@ -126,29 +152,51 @@ def child(case):
         seconds, record["warnings"] = time.perf_counter() - start, []
     else:
         if system.startswith("sklearn-"):
-            model = _sklearn(int(system.split("-")[1]))
+            model = _sklearn(int(system.split("-")[1]), classification)
+        elif classification:
+            model = _ours_classifier()
         else:
             model = _ours(640 if system == "ours-640" else None)
         seconds, messages = timed_fit(model, X, y)
-        prediction = model.predict(X_test)
         last = model[-1]
-        record = {"warnings": messages, "alpha": float(last.alpha_)}
+        record = {"warnings": messages}
+        if classification:
+            prediction = model.predict_proba(X_test)
+            record["alpha"] = float(getattr(last, "alpha", 1.0 / getattr(last, "C", 1)))
+        else:
+            prediction = model.predict(X_test)
+            record["alpha"] = float(last.alpha_)
         if system.startswith("ours"):
             record |= {
                 "n_components": int(last.n_components_),
-                "lambda": float(last.alpha_) / X.shape[0],
                 "exact": bool(last.nystroem_.exact_),
                 "estimated_loss": float(last.nystroem_.loss_estimate_),
             }
+            if not classification:
+                record["lambda"] = float(last.alpha_) / X.shape[0]
         else:
             record["n_components"] = int(system.split("-")[1])
+    if classification:
+        from sklearn.metrics import log_loss
+
+        classes = np.unique(y)
+        errors = {
+            "test_log_loss": float(log_loss(y_test, prediction, labels=classes)),
+            "test_accuracy": float(
+                np.mean(classes[np.argmax(prediction, axis=1)] == y_test)
+            ),
+        }
+        errors["test_error"] = errors["test_log_loss"]
+    else:
+        mse = float(np.mean((prediction - y_test) ** 2))
+        errors = {"test_mse": mse, "test_error": mse}
     return dict(
         case,
         **record,
         **stop(),
+        **errors,
         fit_seconds=seconds,
         n_train=int(X.shape[0]),
-        test_mse=float(np.mean((prediction - y_test) ** 2)),
     )
 
 
@@ -156,6 +204,8 @@ def summarise(records):
     rows = []
     for name in dict.fromkeys(r["set"] for r in records):
         runs = [r for r in records if r["set"] == name and "fit_seconds" in r]
+        for r in runs:  # (records of the regression-only version)
+            r.setdefault("test_error", r.get("test_mse"))
         exact = next((r for r in runs if r["system"] == "exact"), None)
         ours = next((r for r in runs if r["system"] == "ours"), None)
         for r in runs:
@@ -168,7 +218,7 @@ def summarise(records):
             for r in runs
             if r["system"].startswith("sklearn-")
             and r["fit_seconds"] < ours["fit_seconds"]
-            and r["test_mse"] < ours["test_mse"]
+            and r["test_error"] < ours["test_error"]
         ]
         rows.append(
             {
@@ -177,6 +227,7 @@ def summarise(records):
                 "ours_fit_s": ours["fit_seconds"],
                 "ours_rank": ours["n_components"],
                 "ours_exact": ours["exact"],
+                "ours_error": ours["test_error"],
                 "ours_mse_over_exact": ours.get("mse_over_exact"),
                 "ours_warned": bool(ours["warnings"]),
                 "ours_peak_rss_mb": ours["peak_rss_mb"],
@@ -185,7 +236,10 @@ def summarise(records):
                     f"{r['system']}_{key}": r[field]
                     for r in runs
                     if r["system"] != "ours"
-                    for key, field in (("fit_s", "fit_seconds"), ("mse", "test_mse"))
+                    for key, field in (
+                        ("fit_s", "fit_seconds"),
+                        ("error", "test_error"),
+                    )
                 },
                 **{
                     f"{r['system']}_mse_over_exact": r.get("mse_over_exact")
@@ -199,7 +253,7 @@ def summarise(records):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", default=",".join(REGRESSION))
+    parser.add_argument("--sets", default=",".join(REGRESSION + CLASSIFICATION))
     parser.add_argument("--components", default="250,500,1000,2000,4000")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--exact-max-rows", type=int, default=12_000)
@@ -215,10 +269,16 @@ def main():
         help="a results.json whose records of the other systems are kept",
     )
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--plot-only", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return
+    if args.plot_only:
+        plot(
+            json.loads((args.output_dir / "results.json").read_text()), args.output_dir
+        )
         return
     args.output_dir.mkdir(parents=True, exist_ok=True)
     systems = ["ours", "ours-640"] + [
@@ -226,13 +286,16 @@ def main():
     ]
     systems.append("exact")
     wanted = args.systems.split(",") if args.systems else systems
+    sets = args.sets.split(",")
     kept = []
     if args.merge is not None:
         kept = json.loads(args.merge.read_text())["records"]
-        kept = [r for r in kept if r["system"] not in wanted]
+        kept = [r for r in kept if r["system"] not in wanted or r["set"] not in sets]
     records = []
-    for name in args.sets.split(","):
+    for name in sets:
         todo = [s for s in systems if s in wanted]
+        if name in CLASSIFICATION:  # (no exact reference, no cap to compare)
+            todo = [s for s in todo if s not in ("exact", "ours-640")]
         if "exact" in todo and load(name)[0].shape[0] > args.exact_max_rows:
             todo.remove("exact")
         for system in todo:
@@ -242,7 +305,7 @@ def main():
             records.append(record)
             shown = {
                 k: record.get(k)
-                for k in ("set", "system", "n_components", "fit_seconds", "test_mse")
+                for k in ("set", "system", "n_components", "fit_seconds", "test_error")
             }
             print(json.dumps(shown), flush=True)
     records = kept + records
@@ -250,11 +313,80 @@ def main():
     for row in summary:
         print(
             f"{row['set']:20s} n={row['n_train']:6d} ours {row['ours_fit_s']:6.1f} s "
-            f"rank {row['ours_rank']:6d} mse/exact {row['ours_mse_over_exact']} "
+            f"rank {row['ours_rank']:6d} error {row['ours_error']:.5g} "
+            f"mse/exact {row['ours_mse_over_exact']} "
             f"warned {row['ours_warned']} dominated by {row['dominated_by']}"
         )
     out = {"threads": args.threads, "records": records, "summary": summary}
     (args.output_dir / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+    plot(out, args.output_dir)
+
+
+def plot(results, output_dir):
+    """One figure per set: fit seconds (log scale) against test error."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # (the benchmark extra)
+        print("matplotlib is not installed: no plots")
+        return
+    records = [r for r in results["records"] if "fit_seconds" in r]
+    for name in dict.fromkeys(r["set"] for r in records):
+        runs = [r for r in records if r["set"] == name]
+        fig, ax = plt.subplots(figsize=(5, 3.6))
+        peers = sorted(
+            (r for r in runs if r["system"].startswith("sklearn-")),
+            key=lambda r: r["n_components"],
+        )
+        error = [r.get("test_error", r.get("test_mse")) for r in peers]
+        ax.plot(
+            [r["fit_seconds"] for r in peers],
+            error,
+            "o-",
+            color="0.5",
+            label="Nystroem(M) + "
+            + ("LogisticRegression()" if name in CLASSIFICATION else "RidgeCV"),
+        )
+        for r, e in zip(peers, error, strict=True):
+            ax.annotate(
+                str(r["n_components"]),
+                (r["fit_seconds"], e),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+        styles = {
+            "ours": ("*", "C3", 14),
+            "ours-640": ("s", "C1", 7),
+            "exact": ("D", "C0", 7),
+        }
+        labels = {
+            "ours": "ours (defaults)",
+            "ours-640": "ours, max_components=640",
+            "exact": "exact, penalty by exact LOO",
+        }
+        for r in runs:
+            if r["system"] in styles:
+                marker, color, size = styles[r["system"]]
+                ax.plot(
+                    r["fit_seconds"],
+                    r.get("test_error", r.get("test_mse")),
+                    marker,
+                    color=color,
+                    markersize=size,
+                    linestyle="none",
+                    label=labels[r["system"]],
+                )
+        ax.set_xscale("log")
+        ax.set_xlabel(f"fit time (s), {results['threads']} threads")
+        ax.set_ylabel("test log-loss" if name in CLASSIFICATION else "test MSE")
+        ax.set_title(f"{name} (n = {runs[0]['n_train']})")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(output_dir / f"{name}.png", dpi=110)
+        plt.close(fig)
 
 
 if __name__ == "__main__":

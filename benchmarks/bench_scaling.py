@@ -66,6 +66,8 @@ Usage::
     python benchmarks/bench_scaling.py                 # about 30 minutes
     python benchmarks/bench_scaling.py --quick         # about 4 minutes
     python benchmarks/bench_scaling.py --parts exact,auto --threads 1
+    python benchmarks/bench_scaling.py --parts auto --auto-sizes 100000,1000000 \\
+        --auto-lambdas 1e-3,1e-5 --auto-samplers uniform
     python benchmarks/bench_scaling.py --resummarise   # summaries, plot again
     python benchmarks/bench_scaling.py --parts cores --output-dir DIR
 
@@ -432,6 +434,8 @@ def cases(
     aux_counts=None,
     working_memory=None,
     auto_samplers=AUTO_SAMPLERS,
+    auto_sizes=None,
+    auto_lambdas=(1e-3,),
 ):
     p = 500 if quick else 2000
     out = []
@@ -480,20 +484,22 @@ def cases(
         # lambda = 1e-3: at 1e-6 the tails of a Gaussian in 8-D are isolated
         # points, d_max is close to n, and the uniform rule rightly asks for
         # p close to n (see the equal_error part for the d_eff samplers).
-        n = 20_000 if quick else 100_000
-        for s in auto_samplers:
-            out.append(
-                dict(
-                    part="auto",
-                    system="ours",
-                    sampling=s,
-                    n=n,
-                    d=8,
-                    p="auto",
-                    then_int=1,
-                    **{"lambda": 1e-3},
-                )
-            )
+        sizes = auto_sizes or ((20_000,) if quick else (100_000,))
+        for n in sizes:
+            for lam in auto_lambdas:
+                for s in auto_samplers:
+                    out.append(
+                        dict(
+                            part="auto",
+                            system="ours",
+                            sampling=s,
+                            n=n,
+                            d=8,
+                            p="auto",
+                            then_int=1,
+                            **{"lambda": lam},
+                        )
+                    )
     if "cores" in parts:
         counts = _thread_counts(core_counts)
         for n in (20_000, 50_000) if quick else (200_000, 1_000_000):
@@ -599,7 +605,11 @@ def summarise(results):
     summary["auto_cost"] = [
         {
             "sampling": r["sampling"],
+            "n": r["n"],
+            "lambda": r.get("lambda"),
             "n_components": r.get("n_components_"),
+            "auto_s": r["fit_s"],
+            "int_s": r["int_fit_s"],
             "auto_over_int": r["fit_s"] / r["int_fit_s"],
         }
         for r in by.get("auto", [])
@@ -812,6 +822,15 @@ def main(argv=None):
         help="samplers of the auto part (default all four)",
     )
     parser.add_argument(
+        "--auto-sizes",
+        help="rows of the auto part, e.g. 100000,1000000 (default 1e5; 2e4 quick)",
+    )
+    parser.add_argument(
+        "--auto-lambdas",
+        default="1e-3",
+        help="penalties (lambda) of the auto part, e.g. 1e-3,1e-5",
+    )
+    parser.add_argument(
         "--resummarise",
         action="store_true",
         help="recompute the summaries and the plot of --output-dir's results.json",
@@ -843,6 +862,8 @@ def main(argv=None):
         args.aux_counts,
         args.compare_working_memory,
         tuple(args.auto_samplers.split(",")),
+        args.auto_sizes and tuple(int(float(n)) for n in args.auto_sizes.split(",")),
+        tuple(float(lam) for lam in args.auto_lambdas.split(",")),
     )
     # Each result also goes to progress.jsonl as it comes: a run stopped by a
     # time limit keeps what it measured.
