@@ -510,9 +510,8 @@ def _certificate_of(factor, ranks, losses, floor):
 
 
 def logistic_certificate(factor, labels, alpha, center=True):
-    r"""The :class:`LossCertificate` of the log-loss of logistic regression
-    on a partial Cholesky factor's columns: binomial for two classes, the
-    sum of the one-vs-rest binomial log-losses for more.
+    r"""The :class:`LossCertificate` of the binomial log-loss of logistic
+    regression on a partial Cholesky factor's columns.
 
     Logistic regression at rank ``r`` (the factor's columns, penalty
     ``alpha``, by Newton's method) gives the linear predictor ``eta``, the
@@ -528,19 +527,12 @@ def logistic_certificate(factor, labels, alpha, center=True):
     squared residuals: the loss is curvature-weighted where the logistic
     loss is, so points classified with confidence count for little.
 
-    With ``K > 2`` classes the multinomial model's quadratic model couples
-    the classes through ``K x K`` curvature blocks per row, which
-    :func:`loo_curve` does not take.  Each class against the rest is
-    certified instead, and the certificate is of the sum of the ``K``
-    binomial leave-one-out log-losses: a rank at which every class's logit
-    is resolved, at ``K`` times the binary cost.
-
     Parameters
     ----------
     factor : PartialCholesky
         In-memory factor whose columns are in landmark order.
     labels : ndarray of shape (n,)
-        Class indices, ``0`` to ``K - 1``.
+        Class indices, 0 or 1.
     alpha : float
         Penalty (``C = 1 / alpha``).
     center : bool, default=True
@@ -552,37 +544,14 @@ def logistic_certificate(factor, labels, alpha, center=True):
     """
     G = factor.factor
     labels = np.asarray(labels)
-    n_classes = max(int(labels.max()) + 1, 2)
-    G64 = np.asarray(G, dtype=np.float64)
-    features = FeatureBlocks.from_array(G64)
-    total = None
-    dof = 0.0
-    for k in [1] if n_classes == 2 else range(n_classes):
-        ranks, losses, scores = _binomial_loo(
-            factor, G64, features, (labels == k).astype(labels.dtype), alpha, center
-        )
-        total = losses if total is None else total + losses
-        # The d.o.f. of the weighted ridge: the curvatures are what the
-        # logistic loss resolves its directions by (at most 1/4 of the
-        # kernel's scale); with several classes, the hardest class's.
-        dof = max(dof, float(scores.sum()))
-    floor = _ERROR_FLOOR * math.log(2.0) * (1 if n_classes == 2 else n_classes)
-    certificate = _certificate_of(factor, ranks, total, floor)
-    certificate.dof = dof
-    return certificate
-
-
-def _binomial_loo(factor, G, features, labels, alpha, center):
-    """The binomial leave-one-out log-losses of :func:`logistic_certificate`
-    for 0/1 ``labels``, at the ranks of :func:`loo_curve`."""
     fit = logistic_newton(
-        features,
+        FeatureBlocks.from_array(np.asarray(G, dtype=np.float64)),
         labels,
         alpha,
         n_classes=2,
         fit_intercept=center,
     )
-    eta = G @ fit.coef[0] + fit.intercept[0]
+    eta = G.astype(np.float64, copy=False) @ fit.coef[0] + fit.intercept[0]
     p = expit(eta)
     curvature = np.maximum(p * (1.0 - p), _CURVATURE_FLOOR)
     z = eta + (labels - p) / curvature
@@ -594,7 +563,7 @@ def _binomial_loo(factor, G, features, labels, alpha, center):
         eta_out = z[rows, None] - residuals[:, 0, :] / root[rows, None]
         return np.logaddexp(0.0, -sign[rows, None] * eta_out)
 
-    return loo_curve(
+    ranks, losses, scores = loo_curve(
         factor,
         z[:, None],
         alpha,
@@ -603,6 +572,11 @@ def _binomial_loo(factor, G, features, labels, alpha, center):
         row_loss=log_losses,
         scores=True,
     )
+    certificate = _certificate_of(factor, ranks, losses, _ERROR_FLOOR * math.log(2.0))
+    # The d.o.f. of the weighted ridge: the curvatures are what the logistic
+    # loss resolves its directions by (at most 1/4 of the kernel's scale).
+    certificate.dof = float(scores.sum())
+    return certificate
 
 
 def _at(ranks, errors, q):

@@ -249,7 +249,7 @@ def _certified_estimate(
     ``progress``, a :class:`~sklearn_dof._progress.Progress`).
 
     ``objective``: ``"squared"`` for ridge regression on the targets
-    ``response``, ``"logistic"`` for logistic regression on the
+    ``response``, ``"logistic"`` for binary logistic regression on the
     class indices ``response``
     (:func:`~sklearn_dof._certificate.logistic_certificate`).
 

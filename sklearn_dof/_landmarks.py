@@ -132,7 +132,7 @@ def select_landmarks(
         smallest leave-one-out error (cross-validation).
     objective : {"squared", "logistic"}, default="squared"
         The model the certified rank is for: ridge regression on
-        ``response``, or logistic regression on the class indices
+        ``response``, or binary logistic regression on the class indices
         ``response`` (shape (n_samples,)).
     every_row_exact : bool, default=False
         Whether the caller fits exact kernel ridge from ``K`` itself when

@@ -66,18 +66,16 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     kernel_params : dict, default=None
         Extra keyword arguments of the kernel.
     n_components : "auto", "dof" or int, default="auto"
-        Rank of the Nystroem features, see :class:`DoFNystroem`.
-        ``"auto"`` is the smallest rank whose test log-loss is estimated to
-        be within ``loss_tol`` (relative) of the model on every row as a
-        landmark, the landmarks growing by doubling (see
+        Rank of the Nystroem features, see :class:`DoFNystroem`.  For two
+        classes ``"auto"`` is the smallest rank whose test log-loss is
+        estimated to be within ``loss_tol`` (relative) of the model on
+        every row as a landmark, the landmarks growing by doubling (see
         :ref:`automatic_rank`): the leave-one-out log-losses come from
         Newton's quadratic model of the logistic fit, a ridge regression
         weighted by the curvatures ``p_i (1 - p_i)``
-        (:func:`~sklearn_dof._certificate.logistic_certificate`); for more
-        than two classes, of the sum of the one-vs-rest binomial
-        log-losses, each class's logit resolved.  On Dask arrays
-        ``"auto"`` is the paper's rule from the degrees of freedom, as
-        ``"dof"``.
+        (:func:`~sklearn_dof._certificate.logistic_certificate`).  For more
+        classes, and on Dask arrays, ``"auto"`` is the paper's rule from the
+        degrees of freedom, as ``"dof"``.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
@@ -284,13 +282,14 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             X, y_index, sample_weight = X[keep], y_index[keep], sample_weight[keep]
 
         # Newton makes a few passes per step: keep the features if they fit
-        # the memory budget.  The automatic rank is certified on the labels.
+        # the memory budget.  Two classes: the automatic rank is certified
+        # on the labels.
         n_classes = self.classes_.shape[0]
         features = self._fit_nystroem(
             X,
             self.alpha,
             cache=True,
-            response=y_index,
+            response=y_index if n_classes == 2 else None,
             loss_tol=self.loss_tol,
             objective="logistic",
         )

@@ -517,7 +517,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``penalties``: a grid whose best penalty (by leave-one-out) the rank
         is certified for, which then becomes this transformer's ``alpha``
         (the internal transformer of :class:`~sklearn_dof.DoFKernelRidgeCV`);
-        ``objective="logistic"``: ``response`` holds the class indices of a
+        ``objective="logistic"``: ``response`` holds the class indices of a binary
         logistic regression, which the rank is certified for instead.
         When the landmarks lead the rows' partial Cholesky factor, the
         factors returned hold the training features (any ``kernel_basis``).
