@@ -45,6 +45,7 @@ from ._ridge_solve import (
     uses_cg,
     warn_not_converged,
 )
+from ._validation import ALWAYS_PSD_KERNELS
 
 # The parameters of both estimators forwarded to DoFNystroem (loss_tol: the
 # certified rank's, tol: the d.o.f. estimate's tolerance).
@@ -1117,9 +1118,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         exact kernel ridge at smaller penalties of the grid, kept if its
         exact leave-one-out beats the low-rank fit's by ``loss_tol``
         (:meth:`_fit_exact_cv`); else the low-rank transformer is restored.
+        Only for the kernels that are positive semi-definite by construction,
+        whose ``K + alpha I`` the exact fit factors (the others would take
+        the pseudo-inverse route of ``n`` landmarks, ``O(n^3)`` for nothing).
         """
         if (
             self.n_components != "auto"
+            or not (isinstance(self.kernel, str) and self.kernel in ALWAYS_PSD_KERNELS)
             or self.nystroem_.exact_
             or not np.any(alphas < self.alpha_)
             or not self._exact_scorable(sample_weight)

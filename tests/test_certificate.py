@@ -511,3 +511,27 @@ def test_logistic_auto_rank_keeps_the_test_log_loss():
     three = np.where(X[:, 1] > 0.5, 2, y)
     multi = DoFKernelLogisticRegression(**params).fit(X, three)
     assert np.isnan(multi.nystroem_.loss_estimate_)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_certified_model_equals_an_int_fit_on_its_landmarks(fit_intercept):
+    # The certified rank's model is read off the rounds' factor (no second
+    # pass over the kernel columns); it must be the model that a fit at
+    # that rank, on the same landmarks given as rows, computes afresh.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, (1500, 3))
+    y = _target(X) + 0.1 * rng.randn(1500)
+    params = dict(alpha=1.0, gamma=2.0, fit_intercept=fit_intercept)
+    auto = DoFKernelRidge(random_state=0, **params).fit(X, y)
+    landmarks = auto.nystroem_.component_indices_
+    assert np.isfinite(auto.nystroem_.loss_estimate_)
+    assert 32 < auto.n_components_ < 750  # certified, neither tiny nor exact
+    given = DoFKernelRidge(
+        n_components=len(landmarks), sampling=landmarks, **params
+    ).fit(X, y)
+    np.testing.assert_array_equal(given.nystroem_.component_indices_, landmarks)
+    X_new = rng.uniform(-1, 1, (300, 3))
+    np.testing.assert_allclose(
+        auto.predict(X_new), given.predict(X_new), rtol=1e-8, atol=1e-8
+    )
+    np.testing.assert_allclose(auto.intercept_, given.intercept_, atol=1e-8)

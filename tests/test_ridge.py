@@ -1116,3 +1116,32 @@ def test_cv_keeps_the_low_rank_fit_an_exact_fit_does_not_beat():
     assert model.alpha_ == low_rank.alpha_
     assert model.best_score_ == low_rank.best_score_
     np.testing.assert_array_equal(model.predict(X), low_rank.predict(X))
+
+
+def test_cv_checks_exact_fits_of_positive_definite_kernels_only(monkeypatch):
+    # A callable kernel (here a Gaussian, but the estimator cannot know it)
+    # is not factored by the exact fit, so no exact fit is tried after the
+    # rounds certify a small rank: the landmarks are chosen once.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (600, 3))
+    y = np.sin(X[:, 0]) + 0.3 * rng.randn(600)
+    calls = []
+    fit_nystroem = DoFKernelRidgeCV._fit_nystroem
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("n_components"))
+        return fit_nystroem(self, *args, **kwargs)
+
+    def gaussian(a, b):
+        return np.exp(-0.5 * np.sum((a - b) ** 2))
+
+    monkeypatch.setattr(DoFKernelRidgeCV, "_fit_nystroem", counted)
+    alphas = np.logspace(-4, 2, 7)
+    model = DoFKernelRidgeCV(alphas, kernel=gaussian, random_state=0).fit(X, y)
+    assert not model.nystroem_.exact_ and model.n_components_ < 300
+    assert model.alpha_ > alphas.min()
+    assert calls == [None]
+    # The same kernel by name is checked against exact fits.
+    calls.clear()
+    DoFKernelRidgeCV(alphas, gamma=0.5, random_state=0).fit(X, y)
+    assert calls == [None, len(X)]
