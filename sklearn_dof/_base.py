@@ -66,10 +66,17 @@ class DoFKernelMixin:
         return self.max_components
 
     def _new_nystroem(
-        self, alpha, dof_tol=0.1, loss_tol=0.01, max_components=None, n_components=None
+        self,
+        alpha,
+        dof_tol=0.1,
+        loss_tol=0.01,
+        max_components=None,
+        n_components=None,
+        sampling=None,
     ):
         """The unfitted ``nystroem_`` of this estimator at ``alpha`` (with
-        ``max_components`` and ``n_components``, else the estimator's)."""
+        ``max_components``, ``n_components`` and ``sampling``, else the
+        estimator's)."""
         return DoFNystroem(
             kernel=self.kernel,
             gamma=self.gamma,
@@ -78,7 +85,7 @@ class DoFKernelMixin:
             kernel_params=self.kernel_params,
             alpha=alpha,
             n_components=n_components or self.n_components,
-            sampling=self.sampling,
+            sampling=self.sampling if sampling is None else sampling,
             loss_tol=loss_tol,
             max_components=max_components or self.max_components,
             tol=dof_tol,
@@ -100,6 +107,7 @@ class DoFKernelMixin:
         objective="squared",
         exact_solve=False,
         n_components=None,
+        sampling=None,
     ):
         """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
 
@@ -123,10 +131,10 @@ class DoFKernelMixin:
         return ``K(I, I)`` as ``_nystroem._EveryRow`` instead of blocks, for
         a fit of exact kernel ridge (see ``DoFNystroem._fit``).
 
-        ``n_components``: the rank, in place of the estimator's.
+        ``n_components``, ``sampling``: in place of the estimator's.
         """
         self.nystroem_ = self._new_nystroem(
-            alpha, dof_tol, loss_tol, self._rank_cap(X), n_components
+            alpha, dof_tol, loss_tol, self._rank_cap(X), n_components, sampling
         )
         self.nystroem_._validate_params()
         factors = self.nystroem_._fit(

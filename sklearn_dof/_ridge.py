@@ -643,7 +643,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         rank certified below half of the rows is kept unless exact kernel
         ridge at a smaller penalty of the grid beats its leave-one-out
         error by ``loss_tol``: the rounds choose the penalty on low-rank
-        fits, which lack the directions small penalties need.  Otherwise
+        fits, which lack the directions small penalties need (the exact
+        fit's ``nystroem_`` has every row, in a uniform order).  Otherwise
         640: at the small
         penalties of the default grid most real data sets ask for ranks
         near ``n``, and the rounds to them would cost what exact kernel
@@ -1131,8 +1132,16 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         ):
             return False
         low_rank = self.nystroem_, self.n_components_
+        # Every row, in a uniform order: the other rules would pivot through
+        # all n rows (a pivoted Cholesky factor stops at the numerical rank,
+        # short of the exact fit) for landmarks whose order does not matter.
         every_row = self._fit_nystroem(
-            X, self.alpha_, self.tol, exact_solve=True, n_components=X.shape[0]
+            X,
+            self.alpha_,
+            self.tol,
+            exact_solve=True,
+            n_components=X.shape[0],
+            sampling="uniform",
         )
         if not isinstance(every_row, _EveryRow):
             self.nystroem_, self.n_components_ = low_rank
@@ -1148,6 +1157,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         ):
             return True
         self.nystroem_, self.n_components_ = low_rank
+        # The exact fits' solver state, which the low-rank fit does not set.
+        for name in ("_refined", "_n_refine_passes"):
+            self.__dict__.pop(name, None)
         return False
 
     def _exact_score(self, residuals, y, sample_weight):

@@ -1064,12 +1064,16 @@ def test_cv_exact_search_finds_the_best_penalty_of_the_grid(monkeypatch, seed):
     np.testing.assert_allclose(model.predict(X), exact.predict(X), atol=1e-8)
 
 
-def test_cv_exact_fit_replaces_a_low_rank_fit_it_beats(capsys):
+@pytest.mark.parametrize("sampling", ["uniform", "pivoted"])
+def test_cv_exact_fit_replaces_a_low_rank_fit_it_beats(capsys, sampling):
     # pumadyn32nm: the rounds certify about 170 columns at the penalty
     # low-rank fits prefer (lambda = 1e-3); exact kernel ridge at a smaller
     # penalty has a lower exact leave-one-out error by more than loss_tol.
+    # (Whatever the rule, the exact fit's landmarks are every row, in a
+    # uniform order: a pivoted factor would stop at the numerical rank.)
     X, y = load_shared("pumadyn32nm", n_samples=3500)
-    model = DoFKernelRidgeCV(random_state=0, verbose=1).fit(X, y)
+    model = DoFKernelRidgeCV(random_state=0, sampling=sampling, verbose=1).fit(X, y)
+    assert model.nystroem_.sampling == "uniform"
     # One line per exact fit scored, the chosen one among them.
     probes = [
         line
@@ -1080,7 +1084,7 @@ def test_cv_exact_fit_replaces_a_low_rank_fit_it_beats(capsys):
     assert any(f"penalty {model.alpha_:.4g}:" in line for line in probes)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(DoFKernelRidgeCV, "_exact_probe", lambda *args: False)
-        low_rank = DoFKernelRidgeCV(random_state=0).fit(X, y)
+        low_rank = DoFKernelRidgeCV(random_state=0, sampling=sampling).fit(X, y)
     assert low_rank.n_components_ < len(X) // 2
     assert model.nystroem_.exact_ and model.n_components_ == len(X)
     assert model.alpha_ < low_rank.alpha_
@@ -1116,6 +1120,7 @@ def test_cv_keeps_the_low_rank_fit_an_exact_fit_does_not_beat():
     assert model.alpha_ == low_rank.alpha_
     assert model.best_score_ == low_rank.best_score_
     np.testing.assert_array_equal(model.predict(X), low_rank.predict(X))
+    assert sorted(vars(model)) == sorted(vars(low_rank))
 
 
 def test_cv_checks_exact_fits_of_positive_definite_kernels_only(monkeypatch):
