@@ -1032,8 +1032,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         neighbour: scores are assumed unimodal along the grid.
 
         ``grams`` is a list holding ``K`` in the landmarks' order, taken out
-        and consumed by the first factorisation (so that only one ``n x n``
-        array lives at a time); the others recompute it (``n^2 d`` flops).
+        and consumed by the first factorisation (no copy of it is kept
+        between factorisations); the others recompute it (``n^2 d``
+        flops).
         ``reference``: ``(score, alpha)`` of the low-rank fit, which an
         exact fit must beat by ``loss_tol`` (relative mean squared error,
         with ``scoring=None``).  False when no exact fit wins or none has
