@@ -189,6 +189,10 @@ def _work(tasks):
             results[i] = (True, error)
         finally:
             done.release()
+            # An idle worker keeps nothing of the pass: its function's closure
+            # and results hold the pass's arrays (the n x n kernel block of an
+            # exact fit stayed alive beside the next one, tracemalloc).
+            del function, task, results, done
 
 
 def _executor(workers):

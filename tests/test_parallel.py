@@ -1,4 +1,5 @@
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -296,3 +297,16 @@ def test_concurrent_passes_restore_the_blas_setting():
     # In a worker the BLAS runs one thread; never threaded BLAS in workers.
     assert all(counts == {1} for in_worker, counts in seen if in_worker)
     assert after == {2}
+
+
+def test_idle_workers_keep_nothing_of_a_pass():
+    # A pass's function closes over its arrays (kernel_block's output, say):
+    # once the caller lets go of them, the idle workers must not keep them.
+    def summing(array):
+        return lambda task: float(array.sum()) + task
+
+    array = np.ones(1000)
+    alive = weakref.ref(array)
+    assert _parallel.run(summing(array), [0, 1], 2) == [1000.0, 1001.0]
+    del array
+    assert alive() is None

@@ -1150,3 +1150,34 @@ def test_cv_checks_exact_fits_of_positive_definite_kernels_only(monkeypatch):
     calls.clear()
     DoFKernelRidgeCV(alphas, gamma=0.5, random_state=0).fit(X, y)
     assert calls == [None, len(X)]
+
+
+@pytest.mark.parametrize(
+    "noise, smallest, exact", [(1e-4, -10, True), (0.05, -5, False)]
+)
+def test_cv_exact_fits_hold_one_kernel_matrix_at_a_time(
+    monkeypatch, capsys, noise, smallest, exact
+):
+    # The walk recomputes K for each penalty instead of keeping a copy: the
+    # fit's peak of traced memory stays near one n x n array (a second one
+    # lived on in the idle workers of the parallel pass: 2.0 times, before).
+    import tracemalloc
+
+    n = 1500
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (n, 2))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + noise * rng.randn(n)
+    monkeypatch.setattr(_ridge, "EXACT_GRID_ROWS", 10)
+    alphas = np.logspace(smallest, 0, 1 - smallest)
+    # (n_jobs=2: the passes run on the pool's workers, as by default outside
+    # the tests, whose BLAS is pinned to one thread.)
+    model = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0, n_jobs=2, verbose=1)
+    tracemalloc.start()
+    try:
+        model.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    fits = capsys.readouterr().out.count("exact kernel ridge at penalty")
+    assert fits >= 2 and model.nystroem_.exact_ == exact
+    assert peak < 1.5 * 8 * n**2
