@@ -51,6 +51,7 @@ from sklearn.utils._array_api import (
 from . import _landmarks, _ridge_solve
 from ._blocks import _BUFFERS_PER_ROW
 from ._cg import pcg_ridge
+from ._landmark_block import FitRequest
 from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL, SHIFT_FIRST_COMPONENTS
 from ._sampling import uniform_columns
 
@@ -505,11 +506,10 @@ def host_rank(nystroem, X, response, penalties=None, center=True):
     host = nystroem.__class__(**nystroem.get_params())
     host.set_params(alpha=nystroem.alpha * fraction)
     with config_context(array_api_dispatch=False):
+        grid = None if penalties is None else np.asarray(penalties) * fraction
         host._fit(
             host._validate_fit_data(X_host),
-            response=y_host,
-            center=center,
-            penalties=None if penalties is None else np.asarray(penalties) * fraction,
+            FitRequest(response=y_host, center=center, penalties=grid),
         )
     return host, rows, fraction
 

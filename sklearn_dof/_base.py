@@ -11,7 +11,8 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _array_api, _dask
-from ._nystroem import DoFNystroem, _EveryRow
+from ._landmark_block import PLAIN_FIT, EveryRow
+from ._nystroem import DoFNystroem
 from ._validation import KERNEL_CONSTRAINTS
 
 # The parameters every estimator forwards to DoFNystroem, and fit_intercept.
@@ -98,69 +99,55 @@ class DoFKernelMixin:
         self,
         X,
         alpha,
+        request=PLAIN_FIT,
+        *,
         dof_tol=0.1,
         cache=False,
-        kernel_basis=False,
-        response=None,
-        penalties=None,
         loss_tol=0.01,
-        objective="squared",
-        exact_solve=False,
         n_components=None,
         sampling=None,
     ):
-        """Fit ``nystroem_`` at ``alpha``; the training features as blocks.
+        """Fit ``nystroem_`` at ``alpha`` for ``request`` (a
+        :class:`~sklearn_dof._landmark_block.FitRequest`, centred when this
+        estimator fits an intercept); the training features as blocks.
 
         Returns a :class:`FeatureBlocks` in the triangular basis, whose
         coefficients ``blocks.rotation.T`` maps to ``nystroem_.transform``'s
-        basis, or with ``kernel_basis`` the kernel blocks (see
+        basis, or with ``request.kernel_basis`` the kernel blocks (see
         ``DoFNystroem._training_features``), for which ``nystroem_`` computes
         a Cholesky factor of ``K(I, I)`` instead of the eigendecomposition
         behind ``normalization_`` (about ``9 p^3`` flops).  Either way, when
         the landmarks lead the partial Cholesky factor of the rows (a
         certified automatic rank), the blocks are that factor's columns.
+        With ``request.exact_solve``, when every row is a landmark, returns
+        ``K(I, I)`` as :class:`~sklearn_dof._landmark_block.EveryRow`
+        instead of blocks, for a fit of exact kernel ridge.
 
-        ``response``: the targets (float64, ``n x n_targets``) that a
-        certified automatic rank is computed for, with an intercept when
-        the estimator fits one, to ``loss_tol``; ``penalties``: a grid of
-        penalties whose best one the rank is certified for (see
-        ``DoFNystroem._fit``); ``objective="logistic"``: ``response`` holds the
-        class indices of a binary logistic regression instead.
-
-        ``exact_solve`` (with ``kernel_basis``): when every row is a landmark,
-        return ``K(I, I)`` as ``_nystroem._EveryRow`` instead of blocks, for
-        a fit of exact kernel ridge (see ``DoFNystroem._fit``).
-
-        ``n_components``, ``sampling``: in place of the estimator's.
+        ``dof_tol``, ``loss_tol``: the transformer's ``tol`` and
+        ``loss_tol``; ``n_components``, ``sampling``: in place of the
+        estimator's.
         """
         self.nystroem_ = self._new_nystroem(
             alpha, dof_tol, loss_tol, self._rank_cap(X), n_components, sampling
         )
         self.nystroem_._validate_params()
-        factors = self.nystroem_._fit(
-            self.nystroem_._validate_fit_data(X),
-            kernel_basis=kernel_basis,
-            response=response,
-            center=self.fit_intercept,
-            penalties=penalties,
-            objective=objective,
-            exact_solve=exact_solve,
-        )
+        request = request._replace(center=self.fit_intercept)
+        factors = self.nystroem_._fit(self.nystroem_._validate_fit_data(X), request)
         self.n_components_ = self.nystroem_.n_components_
-        if isinstance(factors, _EveryRow):
+        if isinstance(factors, EveryRow):
             return factors
         # The factor's columns as features in the triangular basis only for
         # the ridge fits (whose coefficients map by R^{-1}); the logistic
         # fit keeps the rotation of normalization_.
-        if not kernel_basis and (
+        if not request.kernel_basis and (
             factors is None
             or factors.features is None
-            or response is None
-            or objective != "squared"
+            or request.response is None
+            or request.objective != "squared"
         ):
             factors = None
         return self.nystroem_._training_features(
-            X, cache=cache, kernel_basis=kernel_basis, factors=factors
+            X, cache=cache, kernel_basis=request.kernel_basis, factors=factors
         )
 
     # Documented in each estimator's Attributes: the transformer's, read

@@ -13,6 +13,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 
 from . import _dask
 from ._estimate import _EXACT_FRACTION, _certified_estimate, _estimate_from_access
+from ._landmark_block import PLAIN_FIT
 from ._progress import SILENT
 from ._rank import auto_rank
 from ._sampling import uniform_columns
@@ -82,19 +83,15 @@ def select_landmarks(
     random_state,
     kernel,
     *,
-    response=None,
-    center=True,
+    request=PLAIN_FIT,
     loss_tol=0.01,
     max_components=None,
-    penalties=None,
-    objective="squared",
-    every_row_exact=False,
     progress=SILENT,
 ):
     """Landmarks of ``rule`` at rank ``n_components`` (an int, ``"auto"`` or
     ``"dof"``).
 
-    ``"auto"`` with a ``response`` grows the rule's nested landmarks by
+    ``"auto"`` with a ``request.response`` grows the rule's nested landmarks by
     doubling until the :class:`~sklearn_dof._certificate.LossCertificate`
     of the factor certifies a rank whose estimated relative excess loss is
     at most ``loss_tol``, and takes the smallest such rank; ``"dof"`` (and
@@ -119,29 +116,22 @@ def select_landmarks(
     kernel : str or callable
         The kernel as the estimator was given it (``access.params`` are its
         keyword arguments), for the block of landmark points.
-    response : ndarray of shape (n_samples, n_targets), default=None
-        Targets of the ridge the landmarks serve (float64).
-    center : bool, default=True
-        Whether that ridge fits an intercept.
+    request : FitRequest, default=PLAIN_FIT
+        What the caller fits on the landmarks: the model a certified rank
+        is for (``response``, ``center``, ``objective``; with
+        ``penalties`` the rank is for the grid's penalty of smallest
+        leave-one-out error), and ``exact_solve``: the caller fits exact
+        kernel ridge from ``K`` itself when every row is a landmark.  Then
+        a certified rank whose next round would be every row stops there,
+        and its landmarks are all the rows with no factor (which would cost
+        several times that fit to grow); with ``max_components=None`` and
+        ``K`` within :data:`EXACT_BUDGET_BYTES`, the rank is capped at ``n``
+        instead of :data:`DEFAULT_MAX_COMPONENTS`: past half of the rows,
+        exact.
     loss_tol : float, default=0.01
         Relative excess loss the certified rank allows.
     max_components : int, default=None
         Cap of an automatic rank (None: :data:`DEFAULT_MAX_COMPONENTS`).
-    penalties : ndarray, default=None
-        A grid of penalties: the certified rank is for the one with the
-        smallest leave-one-out error (cross-validation).
-    objective : {"squared", "logistic"}, default="squared"
-        The model the certified rank is for: ridge regression on
-        ``response``, or binary logistic regression on the class indices
-        ``response`` (shape (n_samples,)).
-    every_row_exact : bool, default=False
-        Whether the caller fits exact kernel ridge from ``K`` itself when
-        every row is a landmark: then a certified rank whose next round
-        would be every row stops there, and its landmarks are all the rows
-        with no factor (which would cost several times that fit to grow).
-        With ``max_components=None`` and ``K`` within
-        :data:`EXACT_BUDGET_BYTES`, the rank is capped at ``n`` instead of
-        :data:`DEFAULT_MAX_COMPONENTS`: past half of the rows, exact.
     progress : Progress, default=SILENT
         Where the rounds of an automatic rank report
         (:class:`~sklearn_dof._progress.Progress`).
@@ -150,104 +140,146 @@ def select_landmarks(
     -------
     selection : LandmarkSelection
     """
-    n_samples = access.n_samples
-    max_rank = min(n_samples, max_components or DEFAULT_MAX_COMPONENTS)
+    source = _Source(access, X, rule, random_state, kernel)
+    max_rank = _rank_cap(access.n_samples, max_components, request)
+    mode = _rank_mode(n_components, source, request)
+    if mode == "certified":
+        selection = _certified_landmarks(
+            source, alpha, request, loss_tol, max_rank, progress
+        )
+    elif mode == "dof":
+        selection = _dof_landmarks(source, alpha, tol, max_rank, progress)
+    else:
+        selection = _fixed_rank_landmarks(source, n_components, alpha)
+    return _with_landmark_gram(selection, source)
+
+
+class _Source(NamedTuple):
+    """The data, the sampling rule and its seed, which every route of
+    :func:`select_landmarks` draws its landmarks from."""
+
+    access: object
+    X: object
+    rule: object
+    random_state: object
+    kernel: object
+
+    def select(self, n_components):
+        """The landmark points of a selector rule (``rule.select``)."""
+        precomputed = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return self.rule.select(self.X, n_components, self.random_state, precomputed)
+
+
+def _rank_cap(n_samples, max_components, request):
+    """The largest automatic rank: ``max_components`` or the default cap,
+    at most ``n``; ``n`` itself where the caller fits exact kernel ridge,
+    ``max_components`` is left to the budget and ``K`` fits it (caps from
+    memory: past half of the rows the rounds end in the exact fit)."""
     if (
-        every_row_exact
+        request.exact_solve
         and max_components is None
         and 8 * n_samples**2 <= EXACT_BUDGET_BYTES
     ):
-        # Caps from memory: where the caller fits exact kernel ridge and K
-        # fits its budget, the rounds may go past the default cap, and past
-        # half of the rows they end in the exact fit.
-        max_rank = n_samples
-    precomputed = isinstance(kernel, str) and kernel == "precomputed"
-    chol = None
-    estimate = None
-    loss = requested = certified_alpha = None
-    if n_components == "auto":
-        certified = (
-            response is not None
-            and rule.estimate_rule().rank_statistic is not None
-            and not isinstance(access, _dask.DaskKernelColumns)
-        )
-        n_components = "certified" if certified else "dof"
-    if n_components == "certified":
-        selected = _certified_landmarks(
-            access,
-            X,
-            rule,
-            alpha,
-            random_state,
-            precomputed,
-            response,
-            center,
-            loss_tol,
-            max_rank,
-            penalties,
-            objective,
-            every_row_exact,
-            progress,
-        )
-        landmarks, chol, estimate, loss, requested, certified_alpha = selected
-    elif n_components == "dof":
-        estimate_rule = rule.estimate_rule()
-        dof, chol, grow = _estimate_from_access(
-            access,
-            alpha,
-            None,
-            tol,
-            random_state,
-            estimate_rule,
-            certify_d_eff=False,
-            bounds=False,
-            statistic=estimate_rule.rank_statistic,
-            max_rank=max_rank,
-        )
-        estimate = (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
-        if estimate_rule.rank_statistic is None:  # given landmarks: all of them
-            n_components = len(chol.pivots)
-        else:
-            n_components = auto_rank(
-                dof.d_max, estimate_rule.name, n_samples, d_eff=dof.d_eff
-            )
-            if n_components > max_rank:
-                requested, n_components = n_components, max_rank
-            progress(
-                f"degrees of freedom over {dof.n_columns} columns: "
-                f"d_max {dof.d_max:.1f}, d_eff {dof.d_eff:.1f}; rank {n_components}"
-            )
-        if hasattr(rule, "select"):
-            landmarks = rule.select(X, n_components, random_state, precomputed)
-        elif grow.order is not None:
-            # A sequence fixed in advance: the landmarks are its first
-            # n_components entries, with or without the estimate's factor.
-            landmarks = grow.order[:n_components].copy()
-        else:
-            # Every rule's pivots are a prefix of one sequence.
-            if len(chol.pivots) < n_components:
-                grow(n_components)
-            landmarks = np.asarray(chol.pivots[:n_components], dtype=np.intp)
-    elif hasattr(rule, "select"):
-        landmarks = rule.select(X, n_components, random_state, precomputed)
-    else:
-        landmarks, chol = rule.fixed_rank_landmarks(
-            access, n_components, random_state, alpha
-        )
+        return n_samples
+    return min(n_samples, max_components or DEFAULT_MAX_COMPONENTS)
+
+
+def _rank_mode(n_components, source, request):
+    """``"certified"``, ``"dof"`` or the int rank: ``"auto"`` is certified
+    where there is a response to certify it on, a rule that reads the
+    degrees of freedom, and NumPy data."""
+    if n_components != "auto":
+        return n_components
+    certified = (
+        request.response is not None
+        and source.rule.estimate_rule().rank_statistic is not None
+        and not isinstance(source.access, _dask.DaskKernelColumns)
+    )
+    return "certified" if certified else "dof"
+
+
+def _fixed_rank_landmarks(source, n_components, alpha):
+    """The rule's landmarks at an int rank (with its factor, if it grows
+    one)."""
+    if hasattr(source.rule, "select"):
+        return _selected(source.select(n_components))
+    landmarks, chol = source.rule.fixed_rank_landmarks(
+        source.access, n_components, source.random_state, alpha
+    )
+    return _selected(landmarks, factor=chol)
+
+
+def _selected(landmarks, **fields):
+    """A :class:`LandmarkSelection` still without its block ``K(I, I)``."""
+    fields.setdefault("estimate", None)
+    fields.setdefault("factor", None)
+    return LandmarkSelection(landmarks, None, **fields)
+
+
+def _with_landmark_gram(selection, source):
+    """``selection`` with its landmark block ``K(I, I)``."""
+    landmarks = selection.landmarks
+    access = source.access
     if landmarks.shape[0] == 0:
         # A kernel that vanishes on the data leaves the residual-driven
         # rules nothing to pivot on; one landmark gives the (zero) features
         # the estimators then fit as an intercept.
-        landmarks = uniform_columns(n_samples, 1, random_state)
+        landmarks = uniform_columns(access.n_samples, 1, source.random_state)
     if landmarks.ndim == 2:
         gram = pairwise_kernels(
-            landmarks, metric=kernel, filter_params=True, **access.params
+            landmarks, metric=source.kernel, filter_params=True, **access.params
         )
         gram = np.asarray(gram, dtype=access.dtype)
     else:
         gram = access.landmark_gram(landmarks)
-    return LandmarkSelection(
-        landmarks, gram, estimate, chol, loss, requested, certified_alpha
+    return selection._replace(landmarks=landmarks, gram=gram)
+
+
+def _dof_landmarks(source, alpha, tol, max_rank, progress):
+    """The degrees-of-freedom rule of :func:`select_landmarks`: grow the
+    rule's landmarks until the statistic it reads has converged, and take
+    :func:`~sklearn_dof.auto_rank` of the estimate (all of them for given
+    landmarks)."""
+    access, rule = source.access, source.rule
+    estimate_rule = rule.estimate_rule()
+    dof, chol, grow = _estimate_from_access(
+        access,
+        alpha,
+        None,
+        tol,
+        source.random_state,
+        estimate_rule,
+        certify_d_eff=False,
+        bounds=False,
+        statistic=estimate_rule.rank_statistic,
+        max_rank=max_rank,
+    )
+    requested = None
+    if estimate_rule.rank_statistic is None:  # given landmarks: all of them
+        n_components = len(chol.pivots)
+    else:
+        n_components = auto_rank(
+            dof.d_max, estimate_rule.name, access.n_samples, d_eff=dof.d_eff
+        )
+        if n_components > max_rank:
+            requested, n_components = n_components, max_rank
+        progress(
+            f"degrees of freedom over {dof.n_columns} columns: "
+            f"d_max {dof.d_max:.1f}, d_eff {dof.d_eff:.1f}; rank {n_components}"
+        )
+    if hasattr(rule, "select"):
+        landmarks = source.select(n_components)
+    elif grow.order is not None:
+        # A sequence fixed in advance: the landmarks are its first
+        # n_components entries, with or without the estimate's factor.
+        landmarks = grow.order[:n_components].copy()
+    else:
+        # Every rule's pivots are a prefix of one sequence.
+        if len(chol.pivots) < n_components:
+            grow(n_components)
+        landmarks = np.asarray(chol.pivots[:n_components], dtype=np.intp)
+    return _selected(
+        landmarks, estimate=estimate_of(dof), factor=chol, requested=requested
     )
 
 
@@ -266,32 +298,18 @@ def estimate_of(dof):
     return (dof.d_max, dof.d_eff, dof.d_ave, dof.n_columns)
 
 
-def _certified_landmarks(
-    access,
-    X,
-    rule,
-    alpha,
-    random_state,
-    precomputed,
-    response,
-    center,
-    loss_tol,
-    max_rank,
-    penalties,
-    objective="squared",
-    every_row_exact=False,
-    progress=SILENT,
-):
+def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     """The certified automatic rank of :func:`select_landmarks`.
 
     The factor grown holds ``rows x max_rank`` numbers at most; beyond
     :data:`FACTOR_BUDGET_BYTES` the certificate is computed on a uniform
     subsample of the rows at the same ``lambda = alpha / n`` (the rank a
     penalty needs follows ``lambda``, not ``n``), and the landmarks are
-    subsample rows.  Returns ``(landmarks, factor or None, estimate, loss,
-    requested rank or None, penalty certified or None)``.
+    subsample rows.
     """
+    access, rule, random_state = source.access, source.rule, source.random_state
     n_samples = access.n_samples
+    response, penalties = request.response, request.penalties
     rows = certificate_rows(n_samples, max_rank, random_state)
     scale = 1.0
     if rows is not None:
@@ -306,16 +324,16 @@ def _certified_landmarks(
         random_state,
         rule.estimate_rule(),
         response,
-        center,
+        request.center,
         max_rank,
         None if penalties is None else np.asarray(penalties) * scale,
-        objective,
-        every_row_exact and rows is None,
+        request.objective,
+        request.exact_solve and rows is None,
         progress,
     )
     certified_alpha = None if penalties is None else alpha / scale
     if certificate.exact and certificate.rank > chol.rank:
-        # Stopped before the round to every row (every_row_exact): all the
+        # Stopped before the round to every row (exact_solve): all the
         # rows, in the order the rule would have pivoted them where it is
         # fixed in advance (the landmarks of the complete factor), else its
         # pivots first.
@@ -325,7 +343,9 @@ def _certified_landmarks(
             rest = np.setdiff1d(np.arange(n_samples), pivots, assume_unique=True)
             order = np.concatenate([pivots, rest])
         landmarks = np.asarray(order[:n_samples], dtype=np.intp).copy()
-        return landmarks, None, estimate_of(dof), 0.0, None, certified_alpha
+        return _selected(
+            landmarks, estimate=estimate_of(dof), loss=0.0, alpha=certified_alpha
+        )
     rank = certificate.certified_rank(loss_tol)
     if rank is not None and not certificate.resolved:
         # The cap's round on an unresolved factor: no rank below it is
@@ -338,14 +358,17 @@ def _certified_landmarks(
     if rank is None:
         rank = certificate.rank
         requested = certificate.requested_rank(loss_tol, n_samples)
-    loss = float(certificate.loss(rank))
-    estimate = estimate_of(dof)
-    columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
+    fields = {
+        "estimate": estimate_of(dof),
+        "loss": float(certificate.loss(rank)),
+        "requested": requested,
+        "alpha": certified_alpha,
+    }
     if hasattr(rule, "select"):
-        landmarks = rule.select(X, max(rank, 1), random_state, precomputed)
-        return landmarks, None, estimate, loss, requested, certified_alpha
+        return _selected(source.select(max(rank, 1)), **fields)
+    columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
     if (columns < 0).any():  # columns mixing pivots: their prefix of pivots
         columns = np.asarray(chol.pivots[:rank], dtype=np.intp)
     if rows is not None:
-        return rows[columns], None, estimate, loss, requested, certified_alpha
-    return columns, chol, estimate, loss, requested, certified_alpha
+        return _selected(rows[columns], **fields)
+    return _selected(columns, factor=chol, **fields)

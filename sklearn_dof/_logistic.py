@@ -13,6 +13,7 @@ from sklearn.utils.validation import (
 
 from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
+from ._landmark_block import FitRequest
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
 from ._progress import Progress
 from ._samplers import gives_rows
@@ -285,13 +286,11 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         # the memory budget.  Two classes: the automatic rank is certified
         # on the labels.
         n_classes = self.classes_.shape[0]
+        request = FitRequest(
+            response=y_index if n_classes == 2 else None, objective="logistic"
+        )
         features = self._fit_nystroem(
-            X,
-            self.alpha,
-            cache=True,
-            response=y_index if n_classes == 2 else None,
-            loss_tol=self.loss_tol,
-            objective="logistic",
+            X, self.alpha, request, cache=True, loss_tol=self.loss_tol
         )
 
         result = logistic_newton(

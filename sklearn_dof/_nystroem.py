@@ -2,7 +2,6 @@
 
 import warnings
 from numbers import Integral, Real
-from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -17,36 +16,30 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _array_api, _dask, _linalg, _parallel, _tiles
-from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product, mirror_lower
+from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product
 from ._dof import _landmark_dof, _uniform_landmark_dof
 from ._kernels import (
     KernelColumns,
     get_kernel_params,
     kernel_block,
 )
+from ._landmark_block import (
+    DIRECT,
+    EIGH,
+    PLAIN_FIT,
+    FitRequest,
+    LandmarkFactor,
+    caller_factors,
+    factor_block,
+    plan_block,
+)
 from ._landmarks import DEFAULT_MAX_COMPONENTS, select_landmarks
 from ._progress import Progress
 from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
-    ALWAYS_PSD_KERNELS,
     KERNEL_CONSTRAINTS,
-    check_landmark_gram,
     check_penalty_resolution,
 )
-
-
-def _landmark_factor(chol, landmarks):
-    """``chol`` if every landmark (a row index) is a pivot behind one of its
-    columns, else None.
-
-    ``K(x, I) = g(x) G_I^T`` holds for those pivots; a dropped one (a
-    duplicated point) leaves it exact only up to the drop threshold.
-    """
-    if chol is None or _dask.is_dask_array(chol.factor):
-        return None
-    if not np.isin(landmarks, np.asarray(chol.column_pivots)).all():
-        return None
-    return chol
 
 
 def _numeric_response(y, n_samples):
@@ -59,124 +52,6 @@ def _numeric_response(y, n_samples):
         return None
     y = y.reshape(n_samples, -1).astype(np.float64)
     return y if np.isfinite(y).all() else None
-
-
-class _LandmarkFactors(NamedTuple):
-    """What a kernel-basis fit needs from ``DoFNystroem._fit``, for that
-    one fit: the Cholesky factor ``R`` of the (shifted) landmark block,
-    ``R^T R = K(I, I) + shift I``, the block ``K(I, I)``, the rows' partial
-    Cholesky factor when its pivots
-    include the landmarks (else None), and the training features
-    ``K(:, I) R^{-1}`` when they are the leading columns of that factor."""
-
-    cholesky: np.ndarray
-    gram: np.ndarray
-    rows: object
-    features: np.ndarray | None = None
-    sums: object = None
-    shift: float = 0.0
-
-
-class _EveryRow(NamedTuple):
-    """Every training row is a landmark: ``K(I, I)`` (rows in landmark
-    order), for an exact kernel ridge fit (``DoFNystroem._fit``'s
-    ``exact_solve``)."""
-
-    gram: np.ndarray
-
-
-def _factor_prefix(chol, landmarks):
-    """``(G[:, :p], R)`` when the landmarks are the pivots behind the first
-    ``p`` columns of the rows' factor ``G``, else None.
-
-    Then ``K(:, I) = G[:, :p] R`` with ``R = G[I, :p]^T`` upper triangular
-    (a pivot's row has no residual left for the later columns), so the
-    training features in the Cholesky basis ``K(x, I) R^{-1}`` are the
-    factor's columns themselves: a fit on them needs neither a kernel block
-    nor a factorisation of ``K(I, I)``.
-    """
-    if chol is None or _dask.is_dask_array(chol.factor) or landmarks.ndim != 1:
-        return None
-    p = landmarks.shape[0]
-    if p == 0 or p > chol.rank:
-        return None
-    if not np.array_equal(np.asarray(chol.column_pivots[:p]), landmarks):
-        return None
-    G = chol.factor[:, :p]
-    R = np.triu(np.asarray(G[landmarks], dtype=np.float64).T)
-    return G, R
-
-
-class _LandmarkFactor:
-    """The kernel-basis sums of a fit from the partial Cholesky factor of
-    the rows, when its pivots include the landmarks.
-
-    A factor ``G`` (``n x r``, ``L = G G^T``) holds every column it pivoted
-    on exactly, ``K(x, I) = g(x) G_I^T`` with ``G_I = G[I]``, so the sums
-    that ``_ridge_solve.KernelBasisRidgeProblem`` otherwise accumulates over
-    kernel blocks (``n p^2`` flops) follow from ``G^T G`` in ``O(p r^2)``:
-    ``K_c^T K_c = G_I (G^T G - n m m^T) G_I^T`` and
-    ``K_c^T y_c = G_I G^T y_c``, ``m`` the mean row of ``G``.  The
-    non-uniform rules grow that factor anyway and their d.o.f. estimate
-    computes ``G^T G``; the automatic rank has it from its last round.  The
-    centring happens in the factor's basis, where the features are bounded
-    by the kernel's diagonal, before the map ``G_I`` to the kernel basis:
-    its cancellation is not amplified the way a centring of ``K^T K`` would
-    be.  The factor's own rounding, though, grows with ``1 / sqrt`` of its
-    smallest pivots: at tiny penalties the refinement may not converge from
-    these sums, and ``KernelBasisRidgeProblem`` then sums over the kernel blocks.
-    Unweighted rows only (``G^T S G`` would cost a pass of its own).
-    """
-
-    def __init__(self, chol, landmarks):
-        self.chol = chol
-        self.landmarks = landmarks
-
-    def normal_equations(self, y):
-        """``(K_c^T K_c, K_c^T y_c, mean row of K, mean of y)``, as
-        ``_blocks.normal_equations`` of the kernel blocks with unit weights
-        and an intercept."""
-        G_I = self.chol.factor[self.landmarks].astype(np.float64, copy=False)
-        centred, rhs, g_mean, y_mean = _factor_sums(self.chol, self.chol.rank, y)
-        gram = G_I @ (centred @ G_I.T)
-        mirror_lower(gram)  # exactly symmetric, as the block sums are
-        return gram, G_I @ rhs, G_I @ g_mean, y_mean
-
-
-def _factor_sums(chol, p, y, fit_intercept=True):
-    """``(G_c^T G_c, G_c^T y_c, mean row of G, mean of y)`` for the first
-    ``p`` columns ``G`` of the rows' partial Cholesky factor, from the Gram
-    matrix ``G^T G`` its rounds computed, in ``O(n p)``: the centring
-    happens in the factor's basis, whose entries the kernel's diagonal
-    bounds.  Without intercept, the sums uncentred and zero means."""
-    G = chol.factor[:, :p]
-    gram = np.array(chol.gram()[:p, :p], dtype=np.float64)
-    rhs = G.T.astype(np.float64, copy=False) @ y
-    if not fit_intercept:
-        return gram, rhs, np.zeros(p), np.zeros(y.shape[1])
-    n = G.shape[0]
-    g_mean = G.mean(axis=0, dtype=np.float64)
-    y_mean = y.mean(axis=0)
-    gram -= n * np.outer(g_mean, g_mean)
-    rhs -= n * np.outer(g_mean, y_mean)
-    return gram, rhs, g_mean, y_mean
-
-
-class _PrefixSums:
-    """The normal equations of the features that are the first ``p``
-    columns ``G_p`` of the rows' partial Cholesky factor
-    (:func:`_factor_sums`), in ``O(n p)`` instead of a pass of ``n p^2``.
-    Unweighted rows only."""
-
-    def __init__(self, chol, p):
-        self.chol = chol
-        self.p = p
-
-    def normal_equations(self, y, fit_intercept):
-        """As ``_blocks.normal_equations`` of the features with unit weights."""
-        gram, rhs, g_mean, y_mean = _factor_sums(self.chol, self.p, y, fit_intercept)
-        mirror_lower(gram)
-        return gram, rhs, g_mean, y_mean
 
 
 class _FactorRows:
@@ -491,7 +366,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             self._normalization = xp.astype(_array_api.inverse_sqrt(gram, xp), X.dtype)
             return self
         X = self._validate_fit_data(X)
-        self._fit(X, response=_numeric_response(y, X.shape[0]))
+        self._fit(X, FitRequest(response=_numeric_response(y, X.shape[0])))
         # A fitted transformer's transform changes no state: the map now.
         self._normalization_map()
         return self
@@ -500,199 +375,142 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         validate = _dask.validate_data if _dask.is_dask_array(X) else validate_data
         return validate(self, X, accept_sparse="csr", dtype=[np.float64, np.float32])
 
-    def _fit(
-        self,
-        X,
-        kernel_basis=False,
-        response=None,
-        center=True,
-        penalties=None,
-        objective="squared",
-        exact_solve=False,
-    ):
-        """Fit on validated ``X``; the landmark factors of a kernel-basis fit.
+    def _fit(self, X, request=PLAIN_FIT):
+        """Fit on validated ``X`` for a caller's :class:`FitRequest`: what
+        the caller's next step uses of the landmark block
+        (:func:`~sklearn_dof._landmark_block.caller_factors`).
 
-        ``response`` (float64, ``n x n_targets``) and ``center``: the targets
-        and intercept of the ridge the certified automatic rank is for;
-        ``penalties``: a grid whose best penalty (by leave-one-out) the rank
-        is certified for, which then becomes this transformer's ``alpha``
-        (the internal transformer of :class:`~sklearn_dof.DoFKernelRidgeCV`);
-        ``objective="logistic"``: ``response`` holds the class indices of a binary
-        logistic regression, which the rank is certified for instead.
-        When the landmarks lead the rows' partial Cholesky factor, the
-        factors returned hold the training features (any ``kernel_basis``).
-
-        ``kernel_basis``: for the estimators that fit in the kernel basis
-        (:class:`~sklearn_dof._linalg.LandmarkBasis`), which need a Cholesky
-        factor of ``K(I, I)``, not the eigendecomposition behind
-        ``normalization_`` (about ``9 p^3`` flops): that then waits for the
-        first read of ``normalization_``.  Returns the factors for that one
-        fit (:class:`_LandmarkFactors`), or None when the block was
-        eigendecomposed; the fitted transformer keeps no ``p x p`` (or
-        ``n x r``) matrix it never transforms with.
-
-        ``exact_solve`` (with ``kernel_basis``): the caller fits exact kernel
-        ridge from ``K`` when every row is a landmark.  Then this returns
-        :class:`_EveryRow`, the block ``K(I, I)``, and factors nothing (the
-        certified rank stops before growing a factor of every row, see
-        :func:`~sklearn_dof._landmarks.select_landmarks`).
+        The fit reads as its steps: the landmarks and their rank
+        (:func:`~sklearn_dof._landmarks.select_landmarks`), the route of
+        the landmark block decided once
+        (:func:`~sklearn_dof._landmark_block.plan_block`) and run
+        (:func:`~sklearn_dof._landmark_block.factor_block`), the fitted
+        attributes, and the degrees of freedom of the landmarks.  The
+        fitted transformer keeps no ``p x p`` (or ``n x r``) matrix it never
+        transforms with: on the Cholesky routes ``normalization_`` waits for
+        its first read.
         """
         columns = _dask.DaskKernelColumns if _dask.is_dask_array(X) else KernelColumns
         access = columns(X, self.kernel, self._kernel_params(), self.n_jobs)
         n_samples = X.shape[0]
-        rule = resolve_sampling(self.sampling, n_samples, self.n_components)
-        # (Other kernels keep the pseudo-inverse of the PSD part of K(I, I)
-        # that check_landmark_gram warns about.)
-        exact_solve = (
-            exact_solve
-            and X.dtype != np.float32
-            and isinstance(self.kernel, str)
-            and self.kernel in ALWAYS_PSD_KERNELS
+        request = request.resolved(self.kernel, X.dtype)
+        progress = Progress(self.verbose, type(self).__name__)
+        selection = self._select(access, X, request, progress)
+        self._record_rank(selection, n_samples)
+        plan = plan_block(selection, self.kernel, request, n_samples)
+        block = factor_block(
+            plan, selection, self.alpha, n_samples, self.kernel, X.dtype
         )
+        check_penalty_resolution(self.alpha, np.diag(selection.gram), n_samples)
+        description = "every row, the exact kernel" if plan.exact else None
+        progress(
+            f"{selection.landmarks.shape[0]} landmarks; landmark block: "
+            f"{description or block.description}"
+        )
+        self._store_landmarks(access, selection, X.dtype)
+        self.exact_ = plan.exact
+        self._normalization = block.normalization
+        self._dof = self._selection_dof(access, X, selection, block)
+        return caller_factors(block, selection)
+
+    def _select(self, access, X, request, progress):
+        """The :class:`~sklearn_dof._landmarks.LandmarkSelection` of this
+        transformer's sampling rule and rank."""
+        n_samples = X.shape[0]
         n_components = self.n_components
         if isinstance(n_components, Integral) and n_components > n_samples:
             warnings.warn(
                 f"n_components={n_components} > n_samples={n_samples}: "
                 "n_components was set to n_samples, the exact kernel.",
                 UserWarning,
-                stacklevel=4,  # past fit and its _fit_context wrapper
+                stacklevel=5,  # past _fit, fit and its _fit_context wrapper
             )
             n_components = n_samples
-        progress = Progress(self.verbose, type(self).__name__)
-        selection = select_landmarks(
+        return select_landmarks(
             access,
             X,
-            rule,
+            resolve_sampling(self.sampling, n_samples, self.n_components),
             n_components,
             self.alpha,
             self.tol,
             self.random_state,
             self.kernel,
-            response=response,
-            center=center,
+            request=request,
             loss_tol=self.loss_tol,
             max_components=self.max_components,
-            penalties=penalties,
-            objective=objective,
-            every_row_exact=exact_solve,
             progress=progress,
         )
+
+    def _record_rank(self, selection, n_samples):
+        """``alpha`` (a grid's certified penalty), ``loss_estimate_`` and
+        ``requested_components_``; warns where the cap stopped the rank."""
         if selection.alpha is not None:
             self.alpha = selection.alpha
         self.loss_estimate_ = np.nan if selection.loss is None else selection.loss
         self.requested_components_ = selection.requested
-        if selection.requested is not None:
-            cap = min(n_samples, self.max_components or DEFAULT_MAX_COMPONENTS)
-            rank = selection.landmarks.shape[0]
-            if selection.loss is None:
-                detail = "the degrees-of-freedom rule"
-            elif np.isfinite(selection.loss):
-                detail = (
-                    f"the loss estimate (relative excess loss {selection.loss:.3g} "
-                    f"at {rank} components, above loss_tol={self.loss_tol:g})"
-                )
-            else:
-                detail = (
-                    f"the loss estimate (at {rank} components the error still "
-                    "falls as fast as over the previous doubling: no loss "
-                    f"within loss_tol={self.loss_tol:g} is certified)"
-                )
-            warnings.warn(
-                f"n_components='{self.n_components}' stopped at max_components="
-                f"{cap}: {detail} asks for about {selection.requested} "
-                "components. Raise max_components (memory grows with it), or "
-                "the penalty.",
-                UserWarning,
-                stacklevel=4,
+        if selection.requested is None:
+            return
+        cap = min(n_samples, self.max_components or DEFAULT_MAX_COMPONENTS)
+        rank = selection.landmarks.shape[0]
+        if selection.loss is None:
+            detail = "the degrees-of-freedom rule"
+        elif np.isfinite(selection.loss):
+            detail = (
+                f"the loss estimate (relative excess loss {selection.loss:.3g} "
+                f"at {rank} components, above loss_tol={self.loss_tol:g})"
             )
-        landmarks, gram, chol = selection.landmarks, selection.gram, selection.factor
-        points = selection.points
-        n_components = landmarks.shape[0]  # a rule may exhaust the rank
-        cholesky = None
-        shift = 0.0  # of the block the Cholesky factor is of
-        prefix = None
-        if self.kernel != "precomputed" and not points:
-            prefix = _factor_prefix(chol, landmarks)
-        # Exact kernel ridge: every distinct row is a landmark (a complete
-        # factor), or every row is.
-        every_row = bool(
-            not points
-            and landmarks.ndim == 1
-            and n_components == n_samples
-            and np.unique(landmarks).size == n_samples
-        )
-        self.exact_ = every_row or bool(
-            prefix is not None and chol.complete and n_components == chol.rank
-        )
-        # direct: the caller solves with K(I, I) + alpha I itself; no factor
-        # of the block, and normalization_ waits for its first read.
-        direct = exact_solve and every_row and prefix is None
-        if prefix is not None:
-            # The landmarks lead the rows' factor G: K(:, I) = G_I-columns,
-            # K(I, I) = R^T R with R = G[I, :p]^T, no factorisation to do.
-            cholesky = prefix[1]
-        elif kernel_basis and self.kernel != "precomputed" and not direct:
-            cholesky, shift = _linalg.landmark_factor(
-                gram, self.alpha * n_components / n_samples
+        else:
+            detail = (
+                f"the loss estimate (at {rank} components the error still "
+                "falls as fast as over the previous doubling: no loss "
+                f"within loss_tol={self.loss_tol:g} is certified)"
             )
-        if cholesky is None and not direct:
-            eigvals, eigvecs, raw_eigvals = _linalg.landmark_eigh(gram)
-            check_landmark_gram(gram, self.kernel, raw_eigvals)
-            normalization = _linalg.inverse_sqrt_from_eigh(eigvals, eigvecs)
-            normalization = normalization.astype(X.dtype, copy=False)
-        else:
-            eigvals = eigvecs = normalization = None
-            # (A direct fit is of a kernel PSD by construction.)
-            check_landmark_gram(gram, self.kernel, positive_definite=True)
-        check_penalty_resolution(self.alpha, np.diag(gram), n_samples)
-        if direct or self.exact_:
-            block = "every row, the exact kernel"
-        elif prefix is not None:
-            block = "the Cholesky factor read off the rows' factor"
-        elif cholesky is not None:
-            block = "a Cholesky factor" + (f", shifted by {shift:.3g}" if shift else "")
-        else:
-            block = "the pseudo-inverse square root"
-        progress(f"{n_components} landmarks; landmark block: {block}")
+        warnings.warn(
+            f"n_components='{self.n_components}' stopped at max_components="
+            f"{cap}: {detail} asks for about {selection.requested} "
+            "components. Raise max_components (memory grows with it), or "
+            "the penalty.",
+            UserWarning,
+            stacklevel=5,
+        )
+
+    def _store_landmarks(self, access, selection, dtype):
+        """``components_``, ``component_indices_`` and ``n_components_``."""
+        landmarks = selection.landmarks
         # With a precomputed kernel a landmark is only its index: storing its
         # row of the Gram matrix would make the fitted model grow with n.
-        if points:
-            self.components_ = landmarks.astype(X.dtype, copy=False)
+        if selection.points:
+            self.components_ = landmarks.astype(dtype, copy=False)
         elif self.kernel == "precomputed":
             self.components_ = landmarks.copy()
         else:
             self.components_ = access.rows(landmarks)
-        self.component_indices_ = None if points else landmarks
-        self._normalization = normalization
-        self.n_components_ = n_components
-        self._n_features_out = n_components
-        estimate = selection.estimate
-        if points:
-            estimate = self._points_dof(access, X, estimate)
-        elif estimate is None and not direct and (cholesky is None or chol is not None):
-            estimate = self._fixed_rank_dof(
-                eigvals, eigvecs, chol, landmarks, n_samples, gram
-            )
-        # Else uniform landmarks at a fixed rank in the kernel basis: like
-        # normalization_, their O(p^3) estimate (as costly as the fit's own
-        # factorisations, see doc/architecture.rst) waits for the first read
-        # of dof_ and its siblings.
-        self._dof = estimate
-        self._n_training_rows = n_samples
-        if direct:
-            return _EveryRow(gram)
-        if cholesky is None:
+        self.component_indices_ = None if selection.points else landmarks
+        # (A rule may exhaust the rank before n_components.)
+        self.n_components_ = landmarks.shape[0]
+        self._n_features_out = self.n_components_
+        self._n_training_rows = access.n_samples
+
+    def _selection_dof(self, access, X, selection, block):
+        """``(d_max, d_eff, d_ave, columns)`` of the fit, or None where it
+        waits for the first read of ``dof_``: uniform landmarks at a fixed
+        rank on a Cholesky route (their ``O(p^3)`` estimate, as costly as the
+        fit's own factorisations, see doc/architecture.rst), and exact fits
+        solved directly."""
+        if selection.points:
+            return self._points_dof(access, X, selection.estimate)
+        if selection.estimate is not None:
+            return selection.estimate
+        if block.route == DIRECT or (block.route != EIGH and selection.factor is None):
             return None
-        if prefix is not None:
-            return _LandmarkFactors(
-                cholesky, gram, None, prefix[0], _PrefixSums(chol, n_components)
-            )
-        # The partial Cholesky factor of the rows when there is one (see
-        # _LandmarkFactor; not with the pseudo-inverse basis, whose map
-        # amplifies that factor's rounding beyond what the refinement
-        # recovers from, measured on an ill-conditioned K(I, I)).
-        rows_factor = None if points else _landmark_factor(chol, landmarks)
-        return _LandmarkFactors(cholesky, gram, rows_factor, shift=shift)
+        return self._fixed_rank_dof(
+            block.eigvals,
+            block.eigvecs,
+            selection.factor,
+            selection.landmarks,
+            access.n_samples,
+            selection.gram,
+        )
 
     def _fixed_rank_dof(self, eigvals, eigvecs, chol, indices, n_samples, gram):
         """Degrees of freedom at a given rank from the landmark rows, O(p^3).
@@ -771,8 +589,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         themselves and ``blocks.basis`` the
         :class:`~sklearn_dof._linalg.LandmarkBasis` ``N`` of the features
         ``K(x, I) N``, for callers that apply it to ``p x p`` sums instead of
-        to every row (see ``_ridge_solve.KernelBasisRidgeProblem``): ``R^{-1}`` with the
-        :class:`_LandmarkFactors` ``factors`` that ``_fit`` returned (and
+        to every row (see ``_ridge_solve.KernelBasisRidgeProblem``): ``R^{-1}``
+        with the :class:`~sklearn_dof._landmark_block.LandmarkFactors`
+        ``factors`` that ``_fit`` returned (and
         ``blocks.factor`` the rows' partial Cholesky factor when it holds
         the landmarks), else ``normalization_.T``.
 
@@ -809,9 +628,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 cholesky=factors.cholesky, gram=factors.gram, shift=factors.shift
             )
             if factors.rows is not None:
-                extras["factor"] = _LandmarkFactor(
-                    factors.rows, self.component_indices_
-                )
+                extras["factor"] = LandmarkFactor(factors.rows, self.component_indices_)
         elif cholesky is not None:
             T, info = lapack.dtrtri(cholesky, lower=0)
             if info != 0:  # pragma: no cover - R has a positive diagonal

@@ -35,7 +35,8 @@ from sklearn.utils.validation import (
 
 from . import _array_api, _dask, _landmarks, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
-from ._nystroem import DoFNystroem, _EveryRow
+from ._landmark_block import EveryRow, FitRequest
+from ._nystroem import DoFNystroem
 from ._progress import Progress
 from ._ridge_solve import (
     NystroemPCGRidgeProblem,
@@ -499,16 +500,15 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
         kernel_basis = X.dtype != np.float32
-        features = self._fit_nystroem(
-            X,
-            self.alpha,
-            self.tol,
-            kernel_basis=kernel_basis,
+        request = FitRequest(
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
-            loss_tol=self.loss_tol,
+            kernel_basis=kernel_basis,
             exact_solve=True,
         )
-        if isinstance(features, _EveryRow):
+        features = self._fit_nystroem(
+            X, self.alpha, request, dof_tol=self.tol, loss_tol=self.loss_tol
+        )
+        if isinstance(features, EveryRow):
             if self._fit_every_row(features.gram, y, sample_weight, self.alpha):
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
@@ -929,17 +929,20 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         exact_route = (
             self.cv is None and not self.store_cv_results and self.criterion == "loo"
         )
+        request = FitRequest(
+            response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
+            penalties=alphas,
+            exact_solve=exact_route,
+        )
         features = self._fit_nystroem(
             X,
             float(alphas.min()),
-            self.tol,
+            request,
+            dof_tol=self.tol,
             cache=True,
-            response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
-            penalties=alphas,
             loss_tol=self.loss_tol,
-            exact_solve=exact_route,
         )
-        if isinstance(features, _EveryRow):
+        if isinstance(features, EveryRow):
             grams = [features.gram]
             del features  # the search consumes K
             if self._fit_exact_cv(grams, y, sample_weight, alphas):
@@ -1139,12 +1142,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         every_row = self._fit_nystroem(
             X,
             self.alpha_,
-            self.tol,
-            exact_solve=True,
+            FitRequest(exact_solve=True),
+            dof_tol=self.tol,
             n_components=X.shape[0],
             sampling="uniform",
         )
-        if not isinstance(every_row, _EveryRow):
+        if not isinstance(every_row, EveryRow):
             self.nystroem_, self.n_components_ = low_rank
             return False
         grams = [every_row.gram]

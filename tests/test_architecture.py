@@ -28,6 +28,7 @@ LAYERS = [
     ("degrees of freedom and loss", ["_dof", "_certificate"]),
     ("sampling rules", ["_samplers"]),
     ("estimate and rank rules", ["_estimate", "_rank"]),
+    ("landmark block", ["_landmark_block"]),
     ("landmark selection", ["_landmarks"]),
     ("array-API back-end", ["_array_api"]),
     ("transformer", ["_nystroem"]),

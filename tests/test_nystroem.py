@@ -13,12 +13,9 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_dof import DoFNystroem, degrees_of_freedom
 from sklearn_dof._kernels import KernelColumns
+from sklearn_dof._landmark_block import LandmarkFactor, rows_factor
 from sklearn_dof._linalg import PINV_RTOL, LandmarkBasis, landmark_cholesky
-from sklearn_dof._nystroem import (
-    _landmark_factor,
-    _LandmarkFactor,
-    _TriangularFeatures,
-)
+from sklearn_dof._nystroem import _TriangularFeatures
 from sklearn_dof._samplers import partial_cholesky_of
 from sklearn_dof.datasets import make_periodic_spline
 
@@ -319,8 +316,8 @@ def test_rows_factor_gives_the_kernel_basis_sums(data, rule):
         chol.add(np.arange(0, 300, 10))
         chol.add(np.arange(5, 300, 10))
     landmarks = np.asarray(chol.pivots[:45])
-    assert _landmark_factor(chol, landmarks) is chol
-    gram, rhs, mean, y_mean = _LandmarkFactor(chol, landmarks).normal_equations(Y)
+    assert rows_factor(chol, landmarks) is chol
+    gram, rhs, mean, y_mean = LandmarkFactor(chol, landmarks).normal_equations(Y)
     K = rbf_kernel(X, X[landmarks], gamma=0.3)
     K_c = K - K.mean(axis=0)
     scale = np.abs(K_c.T @ K_c).max()
@@ -334,18 +331,18 @@ def test_rows_factor_gives_the_kernel_basis_sums(data, rule):
     np.testing.assert_allclose(y_mean, Y.mean(axis=0), rtol=1e-12)
     # Any order of kept pivots is covered; a landmark that is no pivot, or
     # a pivot the factor dropped (a duplicated point), is not.
-    assert _landmark_factor(chol, landmarks[::-1]) is chol
-    reversed_gram = _LandmarkFactor(chol, landmarks[::-1]).normal_equations(Y)[0]
+    assert rows_factor(chol, landmarks[::-1]) is chol
+    reversed_gram = LandmarkFactor(chol, landmarks[::-1]).normal_equations(Y)[0]
     np.testing.assert_allclose(
         reversed_gram, gram[::-1, ::-1], rtol=0, atol=1e-10 * scale
     )
     outside = np.setdiff1d(np.arange(300), chol.pivots)[:1]
-    assert _landmark_factor(chol, np.r_[landmarks, outside]) is None
-    assert _landmark_factor(None, landmarks) is None
+    assert rows_factor(chol, np.r_[landmarks, outside]) is None
+    assert rows_factor(None, landmarks) is None
     twice = partial_cholesky_of(KernelColumns(np.r_[X, X[:1]], "rbf", {"gamma": 0.3}))
     twice.add(np.array([0, 300, 1]))
     assert twice.rank == 2
-    assert _landmark_factor(twice, np.array([0, 300])) is None
+    assert rows_factor(twice, np.array([0, 300])) is None
 
 
 def test_standalone_transformer_computes_normalization_at_fit(data):

@@ -14,7 +14,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_dof import DoFNystroem, _linalg, _nystroem, _ridge, _ridge_solve, _tiles
+from sklearn_dof import (
+    DoFNystroem,
+    _landmark_block,
+    _linalg,
+    _ridge,
+    _ridge_solve,
+    _tiles,
+)
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
 from .conftest import load_shared
@@ -714,13 +721,13 @@ def test_kernel_basis_sums_from_the_rows_factor(
     X, y, _ = wide_data
     alpha = X.shape[0] * lam
     calls = []
-    original = _nystroem._LandmarkFactor.normal_equations
+    original = _landmark_block.LandmarkFactor.normal_equations
 
     def spy(self, y):
         calls.append(len(self.landmarks))
         return original(self, y)
 
-    monkeypatch.setattr(_nystroem._LandmarkFactor, "normal_equations", spy)
+    monkeypatch.setattr(_landmark_block.LandmarkFactor, "normal_equations", spy)
     params = dict(gamma=gamma, n_components=300, sampling=sampling, random_state=0)
     model = DoFKernelRidge(alpha=alpha, fit_intercept=fit_intercept, **params)
     model.fit(X, y)
