@@ -253,6 +253,34 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
                 "NumPy arrays, or use DoFNystroem (which runs in the array's "
                 "namespace) ahead of a classifier that supports the array API."
             )
+        X, y_index, sample_weight = self._weighted_rows(X, y, sample_weight)
+        # Newton makes a few passes per step: keep the features if they fit
+        # the memory budget.  Two classes: the automatic rank is certified
+        # on the labels.
+        n_classes = self.classes_.shape[0]
+        request = FitRequest(
+            response=y_index if n_classes == 2 else None, objective="logistic"
+        )
+        features = self._fit_nystroem(
+            X, self.alpha, request, cache=True, loss_tol=self.loss_tol
+        )
+        result = logistic_newton(
+            features,
+            y_index,
+            self.alpha,
+            n_classes=n_classes,
+            sample_weight=sample_weight,
+            fit_intercept=self.fit_intercept,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            max_hessian_bytes=self.max_hessian_bytes,
+        )
+        self._store_newton(result, features, progress)
+        return self
+
+    def _weighted_rows(self, X, y, sample_weight):
+        """Validated ``X``, the class index of each row and the weights,
+        of the rows of positive weight; sets ``classes_``."""
         X, y = self._validate_fit_data(X, y)
         check_classification_targets(y)
         self.classes_, y_index = np.unique(y, return_inverse=True)
@@ -280,30 +308,11 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             and self.kernel != "precomputed"
             and not gives_rows(self.sampling)
         ):
-            X, y_index, sample_weight = X[keep], y_index[keep], sample_weight[keep]
+            return X[keep], y_index[keep], sample_weight[keep]
+        return X, y_index, sample_weight
 
-        # Newton makes a few passes per step: keep the features if they fit
-        # the memory budget.  Two classes: the automatic rank is certified
-        # on the labels.
-        n_classes = self.classes_.shape[0]
-        request = FitRequest(
-            response=y_index if n_classes == 2 else None, objective="logistic"
-        )
-        features = self._fit_nystroem(
-            X, self.alpha, request, cache=True, loss_tol=self.loss_tol
-        )
-
-        result = logistic_newton(
-            features,
-            y_index,
-            self.alpha,
-            n_classes=n_classes,
-            sample_weight=sample_weight,
-            fit_intercept=self.fit_intercept,
-            tol=self.tol,
-            max_iter=self.max_iter,
-            max_hessian_bytes=self.max_hessian_bytes,
-        )
+    def _store_newton(self, result, features, progress):
+        """The fitted coefficients of Newton's ``result`` on ``features``."""
         # Back from the triangular basis of the blocks to transform's basis.
         self.coef_ = result.coef @ features.rotation
         # Landmark weights: a decision value costs O(p) per row, not O(p^2).
@@ -317,7 +326,6 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             f"{self.solver_} on {self.nystroem_.n_components_} landmarks, "
             f"{result.n_iter} Newton steps"
         )
-        return self
 
     @_dask.chunkwise
     @_parallel.with_n_jobs
