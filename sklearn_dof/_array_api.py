@@ -54,6 +54,7 @@ from ._cg import pcg_ridge
 from ._landmark_block import FitRequest
 from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL, SHIFT_FIRST_COMPONENTS
 from ._sampling import uniform_columns
+from ._validation import user_stacklevel
 
 
 def is_array_api_array(a):
@@ -535,7 +536,7 @@ def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True)
                 f"n_components={rank} > n_samples={n}: n_components was set "
                 "to n_samples, the exact kernel.",
                 UserWarning,
-                stacklevel=5,
+                stacklevel=user_stacklevel(),
             )
         indices = uniform_columns(n, min(int(rank), n), nystroem.random_state)
     rank = len(indices)
@@ -612,7 +613,7 @@ def fit_ridge(
         C, phi_mean, y_mean = solution.weights, solution.phi_mean, solution.y_mean
         estimator.n_iter_ = solution.n_iter
         if not solution.converged:
-            _ridge_solve.warn_not_converged(solution.n_iter, stacklevel=4)
+            _ridge_solve.warn_not_converged(solution.n_iter)
     dual = N @ C  # landmark weights, (p, k)
     intercept = y_mean - phi_mean @ C
     estimator.n_components_ = p

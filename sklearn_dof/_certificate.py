@@ -22,8 +22,8 @@ certificate non-increasing along the nested ranks, so the smallest certified
 rank is a threshold, not a lucky dip. ``LOO`` at every rank of a grid costs
 one factorisation and one pass over the factor (:func:`loo_curve`).
 
-Why this estimate (measured in ``benchmarks/bench_auto_rank.py`` and
-doc/automatic_rank.rst):
+Why this estimate (measured in ``benchmarks/bench_auto_rank.py``;
+doc/design/automatic_rank.rst, "Why this estimate"):
 
 * the ridge objective ``J(L) = alpha y^T (L + alpha I)^{-1} y`` decreases
   along nested ranks and ``J(L_q) - J(K) >= ||z_q - z_K||^2`` bounds how far

@@ -34,6 +34,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from . import _tiles
 from ._blocks import FeatureBlocks
+from ._validation import user_stacklevel
 
 # 256 MiB: a Hessian of side K (p + 1) up to 5792 is formed and factored.
 DEFAULT_MAX_HESSIAN_BYTES = 2**28
@@ -644,6 +645,6 @@ def _newton_loop(problem, theta, tol, max_iter, inner_solver, block_jacobi):
             f"(max |gradient| = {np.abs(grad).max():.3g}, tol = {tol:.3g}). "
             "Increase max_iter or alpha, or loosen tol.",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
     return theta, n_iter, converged

@@ -39,6 +39,7 @@ from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
     KERNEL_CONSTRAINTS,
     check_penalty_resolution,
+    user_stacklevel,
 )
 
 
@@ -423,7 +424,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 f"n_components={n_components} > n_samples={n_samples}: "
                 "n_components was set to n_samples, the exact kernel.",
                 UserWarning,
-                stacklevel=5,  # past _fit, fit and its _fit_context wrapper
+                stacklevel=user_stacklevel(),
             )
             n_components = n_samples
         return select_landmarks(
@@ -471,7 +472,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             "components. Raise max_components (memory grows with it), or "
             "the penalty.",
             UserWarning,
-            stacklevel=5,
+            stacklevel=user_stacklevel(),
         )
 
     def _store_landmarks(self, access, selection, dtype):

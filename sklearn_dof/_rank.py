@@ -23,12 +23,13 @@ from numbers import Integral, Real
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ._samplers import SAMPLING_OPTIONS, SAMPLING_RULES
+from ._validation import user_stacklevel
 
 # The constants p = ceil(c * d) are the rules' (rank_factor and
 # rank_statistic of sklearn_dof._samplers): calibrated on the paper's
 # periodic spline problems (benchmarks/calibrate_auto_rank.py) and on real
 # and clustered data (benchmarks/bench_samplers.py); the figures are in
-# doc/automatic_rank.rst.
+# doc/design/paper_rule.rst (summed up in doc/paper_rule.rst).
 
 
 @validate_params(
@@ -146,7 +147,7 @@ def theoretical_rank(d_max, n_samples, alpha, *, delta=0.25, kernel_bound=1.0):
             f"The theorem's rank {p} exceeds n_samples={n_samples}; capped at "
             "n_samples (no approximation left).",
             UserWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         p = n_samples
     return p

@@ -560,7 +560,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._n_refine_passes = problem.refine_passes
         self._refined = True
         if not problem.converged:
-            warn_not_converged(problem.n_iter, problem.tol, stacklevel=4)
+            warn_not_converged(problem.n_iter, problem.tol)
         return W, problem
 
 
@@ -872,47 +872,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         return self
 
     def _fit_ridge(self, X, y, sample_weight):
-        if self.alphas is not None:
-            self._check_alphas(1)  # a bad grid fails before the data are read
-        if self.cv is not None and self.store_cv_results:
-            raise ValueError(
-                "store_cv_results=True requires cv=None (efficient leave-one-out)."
-            )
-        if self.cv is not None and _dask.is_dask_array(X):
-            raise NotImplementedError(
-                f"{type(self).__name__}(cv={self.cv!r}) on a dask array: the "
-                "splitters need the feature matrix in memory. Use cv=None, the "
-                "efficient leave-one-out (or GCV), which runs as block reductions."
-            )
+        self._check_search_options(X)
         namespace = _array_api.dispatch_namespace(X)
         if namespace is not None:
-            if self.cv is not None or self.scoring is not None:
-                raise ValueError(
-                    "Under array_api_dispatch, DoFKernelRidgeCV scores the "
-                    "penalties by its efficient leave-one-out only: cv=None "
-                    f"and scoring=None (got cv={self.cv!r}, scoring={self.scoring!r})."
-                )
-            if self.store_cv_results or self.criterion != "loo":
-                raise ValueError(
-                    "Under array_api_dispatch, DoFKernelRidgeCV supports "
-                    "criterion='loo' and store_cv_results=False."
-                )
-            X, y, sample_weight = self._validate_array_api(
-                X, y, sample_weight, *namespace
-            )
-            alphas = self._check_alphas(
-                _weighted_n_samples(X, sample_weight, namespace[0])
-            )
-            # (No exact route on the device: the cap of a fit beyond the budget.)
-            nystroem = self._new_nystroem(
-                float(alphas.min()),
-                self.tol,
-                self.loss_tol,
-                self.max_components or CV_MAX_COMPONENTS,
-            )
-            return _array_api.fit_ridge(
-                self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
-            )
+            return self._fit_in_namespace(X, y, sample_weight, namespace)
         X, y, sample_weight = self._validate_ridge_data(X, y, sample_weight)
         alphas = self._check_alphas(_weighted_n_samples(X, sample_weight))
         if X.shape[0] < 2:
@@ -950,41 +913,91 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, cache=True)
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
-
-        if self.cv is None:
-            scores = self._efficient_cv(problem, alphas, y)
-            # The first of tied maxima; a NaN score (0 / 0 leave-one-out at an
-            # interpolating alpha) must never win.
-            best = int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
-            self.alpha_ = float(alphas[best])
-            self.best_score_ = float(scores[best])
-            if exact_route and self._rank_cap(X) is None:
-                # The rank was certified at the penalty low-rank fits prefer;
-                # exact kernel ridge may prefer a smaller one.
-                if self._exact_probe(X, y, sample_weight, alphas):
-                    return self
+        if self.cv is not None:
+            self._search_by_splitter(X, y, sample_weight, alphas)
         else:
-            ridge = Ridge(fit_intercept=self.fit_intercept)
-            if sample_weight is not None and get_config()["enable_metadata_routing"]:
-                ridge.set_fit_request(sample_weight=True)
-            search = GridSearchCV(
-                ridge,
-                {"alpha": alphas.tolist()},
-                cv=self.cv,
-                scoring=self.scoring,
-                refit=False,
-            )
-            fit_params = (
-                {} if sample_weight is None else {"sample_weight": sample_weight}
-            )
-            # Other splitters need the features as one matrix (n x p memory).
-            Phi = self.nystroem_.transform(X).astype(np.float64, copy=False)
-            search.fit(Phi, y, **fit_params)
-            self.alpha_ = float(search.best_params_["alpha"])
-            self.best_score_ = float(search.best_score_)
-
+            self._search_by_loo(problem, alphas, y)
+            # The rank was certified at the penalty low-rank fits prefer;
+            # exact kernel ridge may prefer a smaller one.
+            if (
+                exact_route
+                and self._rank_cap(X) is None
+                and self._exact_probe(X, y, sample_weight, alphas)
+            ):
+                return self
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
+
+    def _check_search_options(self, X):
+        """Options that cannot go together fail before the data are read."""
+        if self.alphas is not None:
+            self._check_alphas(1)
+        if self.cv is not None and self.store_cv_results:
+            raise ValueError(
+                "store_cv_results=True requires cv=None (efficient leave-one-out)."
+            )
+        if self.cv is not None and _dask.is_dask_array(X):
+            raise NotImplementedError(
+                f"{type(self).__name__}(cv={self.cv!r}) on a dask array: the "
+                "splitters need the feature matrix in memory. Use cv=None, the "
+                "efficient leave-one-out (or GCV), which runs as block reductions."
+            )
+
+    def _fit_in_namespace(self, X, y, sample_weight, namespace):
+        """The fit of an array-API array, in its namespace and on its device."""
+        if self.cv is not None or self.scoring is not None:
+            raise ValueError(
+                "Under array_api_dispatch, DoFKernelRidgeCV scores the "
+                "penalties by its efficient leave-one-out only: cv=None "
+                f"and scoring=None (got cv={self.cv!r}, scoring={self.scoring!r})."
+            )
+        if self.store_cv_results or self.criterion != "loo":
+            raise ValueError(
+                "Under array_api_dispatch, DoFKernelRidgeCV supports "
+                "criterion='loo' and store_cv_results=False."
+            )
+        X, y, sample_weight = self._validate_array_api(X, y, sample_weight, *namespace)
+        alphas = self._check_alphas(_weighted_n_samples(X, sample_weight, namespace[0]))
+        # (No exact route on the device: the cap of a fit beyond the budget.)
+        nystroem = self._new_nystroem(
+            float(alphas.min()),
+            self.tol,
+            self.loss_tol,
+            self.max_components or CV_MAX_COMPONENTS,
+        )
+        return _array_api.fit_ridge(
+            self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
+        )
+
+    def _search_by_loo(self, problem, alphas, y):
+        """``alpha_`` and ``best_score_`` by the efficient leave-one-out (or
+        GCV) of ``problem`` over the grid."""
+        scores = self._efficient_cv(problem, alphas, y)
+        # The first of tied maxima; a NaN score (0 / 0 leave-one-out at an
+        # interpolating alpha) must never win.
+        best = int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
+        self.alpha_ = float(alphas[best])
+        self.best_score_ = float(scores[best])
+
+    def _search_by_splitter(self, X, y, sample_weight, alphas):
+        """``alpha_`` and ``best_score_`` by scikit-learn's ``GridSearchCV``
+        of ``Ridge`` on the features, with the splitter ``cv``."""
+        ridge = Ridge(fit_intercept=self.fit_intercept)
+        if sample_weight is not None and get_config()["enable_metadata_routing"]:
+            ridge.set_fit_request(sample_weight=True)
+        search = GridSearchCV(
+            ridge,
+            {"alpha": alphas.tolist()},
+            cv=self.cv,
+            scoring=self.scoring,
+            refit=False,
+        )
+        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
+        # Other splitters need the features as one matrix (n x p memory).
+        Phi = self.nystroem_.transform(X).astype(np.float64, copy=False)
+        search.fit(Phi, y, **fit_params)
+        self.alpha_ = float(search.best_params_["alpha"])
+        self.best_score_ = float(search.best_score_)
 
     def _rank_cap(self, X):
         """The cap of the rounds: the given one, else from memory (see

@@ -21,6 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _tiles
 from ._blocks import normal_equations
 from ._cg import pcg_ridge, pcg_steps
+from ._validation import user_stacklevel
 
 # Refinement of a solve in the kernel basis (see KernelBasisRidgeProblem): stop when
 # the preconditioned residual is this small relative to the right-hand
@@ -40,7 +41,8 @@ REFINE_MAX_PASSES = 6
 # preconditioner needs 10-20 on real data).  kin40k, 32,000 rows, p = 2000,
 # alpha = 0.32: the test error at 1e-2, 1e-3, 1e-4, 1e-5 and 1e-6 was
 # 1.0024, 0.99998, 1.0002, 0.9996 and 0.9997 times the direct solve's, in
-# 8, 11, 14, 17 and 20 steps (doc/large_ranks.rst).
+# 8, 11, 14, 17 and 20 steps (a development sweep, quoted here since commit
+# 7167932 and kept in no benchmark result nor doc page).
 PCG_TOL = 1e-4
 PCG_MAX_ITER = 100
 # The preconditioner's R R^T and Cholesky factor (two of the three p^3 / 3
@@ -415,7 +417,7 @@ def uses_cg(solver, n_components, sums_are_free=False):
     return solver == "cg"
 
 
-def warn_not_converged(n_iter, tol=None, stacklevel=2):
+def warn_not_converged(n_iter, tol=None):
     """The :class:`~sklearn.exceptions.ConvergenceWarning` of conjugate
     gradients stopped by their step limit."""
     tol = PCG_TOL if tol is None else tol
@@ -424,7 +426,7 @@ def warn_not_converged(n_iter, tol=None, stacklevel=2):
         f"training objective more than {tol:g} above its minimum (relative); "
         "solver='direct' solves exactly.",
         ConvergenceWarning,
-        stacklevel=stacklevel + 1,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -458,7 +460,7 @@ def _ridge_solver(gram, alpha, exact=True):
                 f"ridge system failed at alpha={alpha:g}; solving it with a "
                 "symmetric eigendecomposition instead.",
                 linalg.LinAlgWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
     eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
     if exact:

@@ -8,10 +8,14 @@ positive semi-definite, and penalties below the resolution of floating
 point arithmetic.
 """
 
+import os
+import sys
 import warnings
 from numbers import Integral, Real
 
+import joblib
 import numpy as np
+import sklearn
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import Kernel as _GPKernel
@@ -25,6 +29,29 @@ from sklearn.utils._param_validation import (
 from sklearn.utils.validation import check_array
 
 from . import _tiles
+
+# Frames of this package, of scikit-learn (its fit wrappers, Pipeline,
+# GridSearchCV) and of joblib (Pipeline's memory), which a warning's
+# location skips.
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    for module in (sys.modules[__package__], sklearn, joblib)
+)
+
+
+def user_stacklevel():
+    """The ``stacklevel`` that makes the warning issued by this function's
+    caller point at the first frame outside this package and scikit-learn:
+    the user's line, however deep the warning is raised (a fixed level
+    points inside the package for some entry points).  A warning with no
+    such frame (a worker thread's) points at itself."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame = frame.f_back
+        level += 1
+    return level if frame is not None else 1
+
 
 # Kernels that are not positive semi-definite in general: sigmoid (tanh) for
 # most parameters, additive chi2 always (zero diagonal, negative elsewhere).
@@ -187,7 +214,7 @@ def check_kernel_is_psd(kernel):
             "directions of positive residual, so the result is that of a PSD "
             "approximation of the kernel, not of the kernel itself.",
             NonPSDKernelWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -232,7 +259,7 @@ def check_landmark_gram(gram, kernel, eigvals=None, positive_definite=False):
             f"|K(I, I) - K(I, I)^T| reaches {asymmetry:.3g}. Only the "
             "symmetric part (K + K^T) / 2 of K(I, I) enters the feature map.",
             NonPSDKernelWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
     known = isinstance(kernel, str) and kernel in NON_PSD_KERNELS
     if eigvals is None and not known and positive_definite:
@@ -255,7 +282,7 @@ def check_landmark_gram(gram, kernel, eigvals=None, positive_definite=False):
             "square root of the PSD part of K(I, I), so the model approximates "
             "that PSD part, not the kernel itself.",
             NonPSDKernelWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -283,7 +310,7 @@ def check_penalty_resolution(alpha, diagonal, n_samples=None):
             f"alpha >= {floor:.3g}"
             + (" or float64 data." if dtype == np.float32 else "."),
             PenaltyResolutionWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
 
 
@@ -303,7 +330,7 @@ def check_square_matrix(K, name="K", check_diagonal=False):
                 f"{name} is not positive semi-definite: its diagonal has "
                 f"negative entries (down to {diag.min():.3g}).",
                 NonPSDKernelWarning,
-                stacklevel=3,
+                stacklevel=user_stacklevel(),
             )
     return K
 
@@ -320,7 +347,7 @@ def check_spectrum(eigvals, name="K"):
             "eigenvalues are treated as zero, i.e. the result is that of the "
             f"PSD part of {name}.",
             NonPSDKernelWarning,
-            stacklevel=3,
+            stacklevel=user_stacklevel(),
         )
 
 

@@ -1000,3 +1000,64 @@ def test_newton_started_at_the_optimum_converges_without_warning():
         clf = DoFKernelLogisticRegression(kernel="linear").fit(np.zeros((40, 3)), y)
     assert clf.n_iter_[0] == 0
     np.testing.assert_allclose(clf.predict_proba(np.zeros((1, 3))), 0.5)
+
+
+def _fit_transformer(X, y):
+    return DoFNystroem(n_components=50).fit(X, y)
+
+
+def _fit_in_pipeline(X, y):
+    return make_pipeline(DoFNystroem(n_components=50), Ridge()).fit(X, y)
+
+
+def _fit_ridge(X, y):
+    return DoFKernelRidge(n_components=50).fit(X, y)
+
+
+def _fit_capped(X, y):
+    # At this tiny penalty the certificate asks for more than 4 columns.
+    return DoFKernelRidge(alpha=1e-6, gamma=2.0, max_components=4, random_state=0).fit(
+        X, y
+    )
+
+
+def _fit_cv_capped(X, y):
+    return DoFKernelRidgeCV(
+        alphas=[1e-6, 1e-5], gamma=2.0, max_components=4, random_state=0
+    ).fit(X, y)
+
+
+def _fit_logistic(X, y):
+    return DoFKernelLogisticRegression(alpha=1e-6, max_iter=1).fit(X, y > 0)
+
+
+def _rank_beyond_n(X, y):
+    return theoretical_rank(30.0, X.shape[0], 1e-3)
+
+
+@pytest.mark.parametrize(
+    "entry_point",
+    [
+        _fit_transformer,
+        _fit_in_pipeline,
+        _fit_ridge,
+        _fit_capped,
+        _fit_cv_capped,
+        _fit_logistic,
+        _rank_beyond_n,
+    ],
+)
+def test_warnings_point_at_the_callers_line(entry_point):
+    # However deep in the package a warning is raised, and through
+    # scikit-learn's wrappers and Pipeline, it names the user's file: here
+    # this one.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, (40, 2))
+    y = np.sin(3 * X[:, 0]) + 0.05 * rng.randn(40)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        entry_point(X, y)
+    assert caught, "the entry point no longer warns: the test lost its subject"
+    assert {Path(w.filename).name for w in caught} == {Path(__file__).name}, [
+        (w.filename, str(w.message)[:60]) for w in caught
+    ]
