@@ -13,19 +13,17 @@ needs the full matrix anyway.  Penalties are on scikit-learn's scale,
   (:func:`prefix_path`), and the nested factor itself grown one pivot at a
   time (:func:`nested_factor`);
 * the smallest rank past which the error stays close to exact
-  (:func:`smallest_sufficient_rank`).
+  (:func:`smallest_sufficient_rank`);
+* text tables (:func:`format_table`) and the pooled real data sets
+  (:func:`load_pooled`).
+
+The mechanics of a measurement (child processes, the A B A B protocol, the
+run record, results files and their history) are in ``_harness.py``.
 """
 
-import gzip
-import json
 import math
-import os
-import resource
-import subprocess
-import sys
 import threading
 import time
-import warnings
 
 import numpy as np
 from scipy import linalg
@@ -337,35 +335,6 @@ def smallest_sufficient_rank(ranks, ratios, tol=0.01):
     return np.asarray(ranks)[0 if bad.size == 0 else bad[-1] + 1].item()
 
 
-def to_jsonable(obj):
-    """Nested dicts/lists of numpy values as plain JSON types (NaN as null)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, float | np.floating):
-        return None if not math.isfinite(obj) else float(obj)
-    return obj
-
-
-def write_json(path, obj, *, compact=False):
-    """Write ``obj`` as JSON, gzipped when ``path`` ends in ``.gz``.
-
-    ``compact`` drops the indentation, for large arrays.
-    """
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wt") as stream:
-        if compact:
-            json.dump(to_jsonable(obj), stream, separators=(",", ":"))
-        else:
-            json.dump(to_jsonable(obj), stream, indent=1)
-        stream.write("\n")
-
-
 def format_table(rows, columns, *, markdown=False):
     """Fixed-width (or markdown) text table of a list of dicts.
 
@@ -409,110 +378,3 @@ def load_pooled(path, n_train, seed=0):
     X = (X - X.mean(0)) / X.std(0)
     y = (y - y.mean()) / y.std()
     return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
-
-
-def run_child(script, case, threads, check=True):
-    """Run ``script --child <case as JSON>`` in a fresh process on ``threads``
-    BLAS/OpenMP threads; its last line of output, parsed as JSON.
-
-    A fresh process per measurement: its peak memory and its thread pools
-    are its own.  With ``check=False`` a failing child gives ``case`` with
-    the last lines of its error instead of raising.
-    """
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    env["OPENBLAS_NUM_THREADS"] = str(threads)
-    cmd = [sys.executable, str(script), "--child", json.dumps(case)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=check)
-    if proc.returncode:
-        return dict(case, error=proc.stderr.strip().splitlines()[-3:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _proc_status_mb(key):
-    """``VmRSS`` or ``VmHWM`` of /proc/self/status in MB (None off Linux)."""
-    try:
-        with open("/proc/self/status") as stream:
-            for line in stream:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def _reset_peak_rss():
-    """Set this process's peak RSS (``VmHWM``) to its current RSS.
-
-    Linux's ``ru_maxrss`` survives ``fork`` + ``exec``: a child starts with
-    its parent's peak, which here holds the exact solution's matrices.
-    ``VmHWM`` belongs to the process image, and writing 5 to
-    ``/proc/self/clear_refs`` resets it.  Returns whether the reset worked.
-    """
-    try:
-        with open("/proc/self/clear_refs", "w") as stream:
-            stream.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def rss_probe():
-    """Start a peak-RSS measurement; returns a function giving the record."""
-    before = _proc_status_mb("VmRSS")
-    reset = _reset_peak_rss()
-    if before is None:  # not Linux: ru_maxrss, in bytes on macOS
-        scale = 1 << 20 if sys.platform == "darwin" else 1 << 10
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-
-        def stop():
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-            return {
-                "rss_before_fit_mb": before,
-                "peak_rss_mb": peak,
-                "fit_rss_increase_mb": peak - before,
-                "rss_source": "ru_maxrss",
-            }
-
-        return stop
-
-    def stop():
-        peak = _proc_status_mb("VmHWM")
-        return {
-            "rss_before_fit_mb": before,
-            "peak_rss_mb": peak,
-            "fit_rss_increase_mb": peak - before,
-            "rss_source": "VmHWM (reset before the fit)" if reset else "VmHWM",
-        }
-
-    return stop
-
-
-def timed_fit(model, X, y):
-    """``model.fit(X, y)``: its seconds and the distinct messages of the
-    warnings it raised."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        start = time.perf_counter()
-        model.fit(X, y)
-        seconds = time.perf_counter() - start
-    messages = list(dict.fromkeys(str(w.message)[:300] for w in caught))
-    return seconds, messages
-
-
-def git_state():
-    """The commit and the uncommitted package files of the repository, which
-    a result depends on both of (None outside a git checkout)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-    def git(*args):
-        return subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, check=True
-        ).stdout.strip()
-
-    try:
-        return {
-            "commit": git("rev-parse", "HEAD"),
-            "modified": git("status", "--porcelain", "--", "sklearn_dof").splitlines(),
-        }
-    except (OSError, subprocess.CalledProcessError):
-        return None

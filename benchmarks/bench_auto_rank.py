@@ -26,7 +26,7 @@ keywords after a colon, joined by ``+``: ``auto:loss_tol=0.02+max_components=300
   fits after it find mapped; every run's seconds are in the JSON,
   ``fit_seconds_runs`` and ``int_fit_seconds_runs``);
 * **peak RSS**: each rule fit runs in a fresh child process
-  (:func:`_common.run_child`, ``--threads`` BLAS threads) that loads the
+  (:func:`_harness.run_child`, ``--threads`` BLAS threads) that loads the
   case's arrays and makes a small warm-up fit; then it reads its resident
   memory (``rss_before_fit_mb``: imports and data), resets its peak
   (``/proc/self/clear_refs``), fits the rule and reads the peak
@@ -72,10 +72,14 @@ package does not know yet, say) is recorded with its error message.
 Targets of the default rule (printed beside the summary): success rate
 >= 0.95, median p / p_oracle <= 1.5, max <= 3, median time ratio <= 1.5.
 
-Results go to ``--output-dir``: ``results.json`` (rewritten after every
-problem), ``summary.md`` and ``auto_rank.png`` (p / p_oracle per set and
-rule, hollow markers for misses; skipped without matplotlib).
-``results.json`` holds ``config``; ``cases`` (one per set and seed: sizes,
+Results go to ``--output-dir`` (default ``results/auto_rank/<part>_n<rows>``,
+e.g. ``regression_n2000``; ``custom`` for ``--sets``): ``results.json``
+(rewritten after every problem), ``summary.md`` and ``auto_rank.png``
+(p / p_oracle per set and rule, hollow markers for misses; skipped without
+matplotlib); the headline (per part, rule and sampler: success rate,
+median and max p / p_oracle, median time ratio, peak RSS) is appended to
+``results/auto_rank/history.jsonl``.  ``results.json`` holds ``run`` (commit,
+date, machine, command); ``config``; ``cases`` (one per set and seed: sizes,
 ``gamma``, ``lambda_``, ``alpha``, ``lambda_at_edge``, ``metric``,
 ``error_exact``, the exact error over the penalty grid); ``oracles`` (one per
 set, seed and sampler: ``p_oracle``, ``oracle_unmet``, every scored
@@ -100,27 +104,32 @@ Usage::
 """
 
 import argparse
-import json
 import math
-import platform
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import sklearn
 from _common import (
     DEFAULT_LAMBDAS,
     SpectralKRR,
     best_penalty,
     format_table,
-    git_state,
     make_problems,
+)
+from _harness import (
+    SHARED_DATA,
+    add_arguments,
+    alternate,
+    append_history,
+    child_main,
+    results_dir,
     rss_probe,
     run_child,
+    start_run,
     timed_fit,
-    write_json,
+    write_results,
 )
 from scipy import linalg
 from sklearn.kernel_ridge import KernelRidge
@@ -132,9 +141,7 @@ from threadpoolctl import threadpool_limits
 import sklearn_dof
 from sklearn_dof import DoFKernelLogisticRegression, DoFKernelRidge
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "auto_rank"
+BENCHMARK = "auto_rank"
 
 TOL = 0.01  # success: error <= (1 + TOL) x exact at the same penalty
 ORACLE_RESOLUTION = 1.02  # bisection stops when hi / lo <= this
@@ -507,12 +514,17 @@ def fit_rule(arrays, spec, measure_rss):
         return out
     del int_model
     # The first fit of a process pays the first touch of its memory, which
-    # the int fit after it finds already mapped: both fits again, in turn,
-    # and the fastest of each (the time ratio of equals).
-    auto_runs, int_runs = [seconds], [int_seconds]
-    for _ in range(spec.get("timing_repeats", 2) - 1):
-        auto_runs.append(timed_fit(estimator(n_components, extra), X, y)[0])
-        int_runs.append(timed_fit(estimator(rank, _int_keywords(extra)), X, y)[0])
+    # the int fit after it finds already mapped: both fits again, in turn
+    # (A B A B), and the fastest of each (the time ratio of equals).
+    more = alternate(
+        lambda _, make: timed_fit(make(), X, y)[0],
+        {
+            "rule": lambda: estimator(n_components, extra),
+            "int": lambda: estimator(rank, _int_keywords(extra)),
+        },
+        spec.get("timing_repeats", 2) - 1,
+    )
+    auto_runs, int_runs = [seconds, *more["rule"]], [int_seconds, *more["int"]]
     out.update(
         fit_seconds=min(auto_runs),
         int_fit_seconds=min(int_runs),
@@ -551,8 +563,7 @@ def child(case):
     with threadpool_limits(case["threads"]):
         with np.load(case["data"]) as data:
             arrays = {k: data[k] for k in data.files}
-        result = fit_rule(arrays, case, measure_rss=True)
-    print(json.dumps(result))
+        return fit_rule(arrays, case, measure_rss=True)
 
 
 # ---------------------------------------------------------------------------
@@ -906,9 +917,56 @@ def _csv(text):
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
+def headline(payload):
+    """Per part, rule and sampler: runs, success rate, worst error over
+    exact, median and max p / p_oracle, median time over the int fit,
+    largest peak RSS."""
+    config = payload["config"]
+    rows = {
+        "regression": config["n_train"],
+        "classification": config.get("n_train_classification"),
+        "spline": config.get("spline_n"),
+    }
+    return {
+        "rows": {
+            p: rows[p] for p in dict.fromkeys(r["part"] for r in payload["summary"])
+        },
+        "seeds": config["seeds"],
+        "sets": len(config["sets"]),
+        "summary": {
+            f"{r['part']} {r['rule']} {r['sampling']}": {
+                "runs": r["n_runs"],
+                "failed": r["n_failed_runs"],
+                "success": r["success_rate"],
+                "ratio_max": r["ratio_max"],
+                "p_over_oracle_median": r["p_over_oracle_median"],
+                "p_over_oracle_max": r["p_over_oracle_max"],
+                "time_ratio_median": r["time_ratio_median"],
+                "peak_rss_mb_max": r["peak_rss_mb_max"],
+            }
+            for r in payload["summary"]
+        },
+    }
+
+
+def _default_output(args):
+    """``results/auto_rank/<part>_n<rows>`` (``custom`` for ``--sets``,
+    ``quick`` for ``--quick``)."""
+    if args.quick:
+        return results_dir(BENCHMARK, "quick")
+    if args.sets_given:
+        return results_dir(BENCHMARK, "custom")
+    rows = {
+        "regression": args.n_train,
+        "classification": args.n_train_classification,
+        "spline": args.spline_n,
+        "all": args.n_train,
+    }[args.part]
+    return results_dir(BENCHMARK, f"{args.part}_n{rows}")
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -941,17 +999,23 @@ def parse_args(argv):
         default="child",
         help="fit each rule in a child process to record its peak RSS (default)",
     )
-    parser.add_argument("--threads", type=int, default=1, help="BLAS threads")
     parser.add_argument(
         "--timing-repeats",
         type=int,
         default=2,
         help="fits of the rule and of the int fit, in turn; the fastest of each",
     )
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    add_arguments(parser, BENCHMARK, threads=1, output_dir=False)
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="default: results/auto_rank/<part>_n<rows> (custom with --sets)",
+    )
     args = parser.parse_args(argv)
     if args.child:
         return args
+    args.sets_given = args.sets is not None
     # ',' separates the rules; their keywords are joined by '+'.
     args.rules = _csv(args.rules)
     if args.quick:
@@ -972,15 +1036,18 @@ def parse_args(argv):
             parser.error(f"unknown set {name!r}")
     args.seeds = [int(s) for s in (args.seeds or ["0", "1", "2"])]
     args.samplers = args.samplers or list(SAMPLINGS)
+    if args.output_dir is None:
+        args.output_dir = _default_output(args)
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args.child:
-        child(json.loads(args.child))
-        return
+        return child_main(child, args.child)
+    run = start_run(args.threads)
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    out = args.output_dir / "results.json"
     start = time.perf_counter()
     config = {
         "quick": args.quick,
@@ -1002,15 +1069,9 @@ def main(argv=None):
         "threads": args.threads,
         "timing_repeats": args.timing_repeats,
         "targets": TARGETS,
-        # (the checkout imported: PYTHONPATH may name another than "git")
+        # (the checkout imported: PYTHONPATH may name another than run's
+        # commit)
         "package": str(Path(sklearn_dof.__file__).resolve().parent),
-        "git": git_state(),
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scikit-learn": sklearn.__version__,
-            "sklearn_dof": sklearn_dof.__version__,
-        },
     }
     cases, records, oracles = [], [], []
     with threadpool_limits(args.threads), tempfile.TemporaryDirectory() as tmpdir:
@@ -1036,8 +1097,8 @@ def main(argv=None):
                 cases.append(dict(case.info(), seconds=time.perf_counter() - tic))
                 del case
                 summary = summarise(records, ("part", "rule", "sampling"))
-                write_json(
-                    args.output_dir / "results.json",
+                write_results(
+                    out,
                     {
                         "config": config,
                         "seconds": time.perf_counter() - start,
@@ -1049,6 +1110,7 @@ def main(argv=None):
                         "oracles": oracles,
                         "records": records,
                     },
+                    run,
                 )
     elapsed = time.perf_counter() - start
     summary = summarise(records, ("part", "rule", "sampling"))
@@ -1072,18 +1134,16 @@ def main(argv=None):
             f"times, e.g. {first['error_message'][:300]}"
         )
     print(f"\nTotal time {elapsed:.0f} s -> {args.output_dir}")
-    write_json(
-        args.output_dir / "results.json",
-        {
-            "config": config,
-            "seconds": elapsed,
-            "summary": summary,
-            "summary_by_set": by_set,
-            "cases": cases,
-            "oracles": oracles,
-            "records": records,
-        },
-    )
+    payload = {
+        "config": config,
+        "seconds": elapsed,
+        "summary": summary,
+        "summary_by_set": by_set,
+        "cases": cases,
+        "oracles": oracles,
+        "records": records,
+    }
+    write_results(out, payload, run)
     with open(args.output_dir / "summary.md", "w") as stream:
         stream.write(
             f"# bench_auto_rank ({'quick' if args.quick else 'full'}; seeds "
@@ -1092,6 +1152,7 @@ def main(argv=None):
         stream.write(format_table(summary, SUMMARY_COLUMNS, markdown=True) + "\n\n")
         stream.write(format_table(by_set, SET_COLUMNS, markdown=True) + "\n")
     plot(records, args.rules, args.samplers, args.output_dir / "auto_rank.png")
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
 
 
 if __name__ == "__main__":

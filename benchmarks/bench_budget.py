@@ -17,20 +17,29 @@ Usage::
 
     python benchmarks/bench_budget.py                  # about 10 minutes
 
-Results: ``results/budget/results.json``.
+Results: ``results/budget/results.json`` (``--output-dir``), its headline
+(per case: fit seconds, rank, rank asked for, peak RSS) appended to
+``results/budget/history.jsonl``.
 """
 
 import argparse
-import json
-from pathlib import Path
 
 import numpy as np
-from _common import rss_probe, run_child, timed_fit
+from _harness import (
+    SHARED_DATA,
+    add_arguments,
+    append_history,
+    child_main,
+    rss_probe,
+    run_child,
+    start_run,
+    timed_fit,
+    write_results,
+)
 from bench_scaling import GAMMA, make_data
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "budget"
+BENCHMARK = "budget"
+DATA = SHARED_DATA
 BUDGET_MB = 3 * 1024
 CASES = {
     "synthetic": {"n": 100_000, "lambda": 1e-6},
@@ -70,27 +79,49 @@ def child(case):
     )
 
 
-def main():
+def headline(payload):
+    """Per case: fit seconds, rank (and the rank the certificate asked
+    for), peak RSS and whether it stayed within the budget, test MSE."""
+    return {
+        r["name"]: {
+            "n": r["n"],
+            "fit_s": r.get("fit_seconds"),
+            "rank": r.get("n_components"),
+            "asked": r.get("requested_components"),
+            "peak_rss_mb": r.get("peak_rss_mb"),
+            "within_budget": r.get("within_budget"),
+            "test_mse": r.get("test_mse"),
+            **({"error": r["error"]} if "error" in r else {}),
+        }
+        for r in payload["records"]
+    }
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--n", type=int, default=None, help="rows of every case (smoke runs)"
+    )
+    add_arguments(parser, BENCHMARK)
+    args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
-        return
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+        return child_main(child, args.child)
+    run = start_run(args.threads)
+    out = args.output_dir / "results.json"
     records = []
     for name in args.cases.split(","):
         case = dict(CASES[name], name=name)
-        row = run_child(__file__, case, args.threads)
-        row["within_budget"] = row["peak_rss_mb"] <= BUDGET_MB
+        if args.n:
+            case["n"] = args.n
+        row = run_child(__file__, case, args.threads, check=False)
+        if "peak_rss_mb" in row:
+            row["within_budget"] = row["peak_rss_mb"] <= BUDGET_MB
         records.append(row)
-        print(json.dumps(row, indent=1), flush=True)
-        (args.output_dir / "results.json").write_text(
-            json.dumps({"threads": args.threads, "records": records}, indent=1)
-        )
+        print(row, flush=True)
+        write_results(out, {"threads": args.threads, "records": records}, run)
+    payload = {"threads": args.threads, "records": records}
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
 
 
 if __name__ == "__main__":

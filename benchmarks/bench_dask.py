@@ -14,16 +14,17 @@ fitted in memory on ``X.compute()`` and the coefficients compared.
 
     python benchmarks/bench_dask.py [--memory-limit 1GiB] [--sizes 375000 ...]
         [--n-features 64] [--chunk-rows 50000] [--n-components 100]
-        [--output benchmarks/results/dask/results.json]
+        [--output-dir benchmarks/results/dask]
 
-Results (figures and the machine) go to ``--output``, the scaling table to
-``table.rst`` and ``table.md`` beside it.
+Results (figures and the run record) go to ``results.json`` in
+``--output-dir``, the scaling table to ``table.rst`` and ``table.md``
+beside it; the headline (per ``n``: fit seconds, peak worker memory over
+the limit) is appended to ``results/dask/history.jsonl``.  The workers are
+the processes of the cluster, not children of this script.
 """
 
 import argparse
-import json
 import os
-import platform
 import threading
 import time
 from pathlib import Path
@@ -32,13 +33,14 @@ import dask
 import dask.array as da
 import numpy as np
 import psutil
+from _harness import add_arguments, append_history, start_run, write_results
 from dask.utils import format_bytes, parse_bytes
 from distributed import Client, LocalCluster
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from sklearn_dof import DoFKernelRidge
 
-RESULTS = Path(__file__).parent / "results" / "dask" / "results.json"
+BENCHMARK = "dask"
 
 
 class PeakMemory(WorkerPlugin):
@@ -140,6 +142,25 @@ def write_tables(result, directory):
     return "\n".join(md)
 
 
+def headline(result):
+    """Per ``n``: fit seconds, ``X`` and the peak worker memory over the
+    worker's limit, training R^2; the agreement with the in-memory fit."""
+    limit = result["worker_memory_limit_bytes"]
+    return {
+        "worker_limit_gib": limit / 2**30,
+        "numpy_agreement": result["numpy_agreement"],
+        "per_n": {
+            f"n={row['n_samples']}": {
+                "fit_s": row["fit_seconds"],
+                "X_over_limit": row["X_bytes"] / limit,
+                "peak_worker_over_limit": row["peak_worker_memory_bytes"] / limit,
+                "train_r2": row["train_r2"],
+            }
+            for row in result["rows"]
+        },
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memory-limit", default="1GiB")
@@ -153,8 +174,9 @@ def main(argv=None):
     parser.add_argument("--chunk-rows", type=int, default=50_000)
     parser.add_argument("--n-components", type=int, default=100)
     parser.add_argument("--alpha", type=float, default=1.0)
-    parser.add_argument("--output", default=str(RESULTS))
+    add_arguments(parser, BENCHMARK, threads=None, child=False)
     args = parser.parse_args(argv)
+    run = start_run(1)
 
     limit = parse_bytes(args.memory_limit)
     # Spilling to disk would hide a fit that does not fit: keep it in memory.
@@ -214,19 +236,14 @@ def main(argv=None):
         "threads_per_worker": 1,
         "numpy_agreement": check,
         "rows": rows,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "dask": dask.__version__,
-            "load_average_1min": round(os.getloadavg()[0], 2),
-        },
+        "dask": dask.__version__,
+        "load_average_1min": round(os.getloadavg()[0], 2),
     }
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    output = Path(args.output_dir) / "results.json"
+    write_results(output, result, run)
     print(write_tables(result, output.parent))
     print("numpy agreement:", check)
-    print("wrote", output)
+    append_history(args.output_dir, BENCHMARK, run, headline(result), results=output)
 
 
 if __name__ == "__main__":

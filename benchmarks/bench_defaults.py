@@ -33,20 +33,30 @@ Usage::
     python benchmarks/bench_defaults.py --sets bank32nh,pumadyn32nm --seeds 0,1,2,3,4
     python benchmarks/bench_defaults.py --sets abalone,pol
 
-Results: ``results/defaults/results.json``.
+Results: ``results/defaults/results.json`` and ``log.txt`` (the table
+printed), the headline (per set: rank, time over scikit-learn's, R^2 less
+scikit-learn's) appended to ``results/defaults/history.jsonl``.
 """
 
 import argparse
-import json
 import time
-from pathlib import Path
 
 import numpy as np
-from _common import rss_probe, run_child, timed_fit
+from _harness import (
+    SHARED_DATA,
+    add_arguments,
+    append_history,
+    child_main,
+    median,
+    rss_probe,
+    run_child,
+    start_run,
+    timed_fit,
+    write_results,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "defaults"
+BENCHMARK = "defaults"
+DATA = SHARED_DATA
 REGRESSION = (
     "abalone",
     "pumadyn32nm",
@@ -138,10 +148,60 @@ def child(case):
     )
 
 
-def main():
+def headline(payload):
+    """Over every fit of ``DoFKernelRidgeCV()``: its time over scikit-learn's
+    pipeline (range and median) and how many fits reached scikit-learn's
+    test R^2 (paired by seed); per set, its ranks, time ratios and R^2 (one
+    value per fit: repeats or seeds) beside scikit-learn's and exact
+    ``KernelRidge``'s R^2."""
+    records = payload["records"]
+    ours = [r for r in records if r["system"] == SYSTEMS[0] and "r2" in r]
+    ratios = [r["time_over_sklearn"] for r in ours]
+    per_set = {}
+    for name in dict.fromkeys(r["set"] for r in records):
+        mine = [r for r in ours if r["set"] == name]
+        theirs = [r for r in records if r["set"] == name and r["system"] == SYSTEMS[1]]
+        per_set[name] = {
+            "n_train": mine[0]["n_train"] if mine else None,
+            "rank": [r["n_components"] for r in mine],
+            "time_over_sklearn": [r["time_over_sklearn"] for r in mine],
+            "r2": [r["r2"] for r in mine],
+            "r2_sklearn": [r.get("r2") for r in theirs],
+            "r2_exact": next(
+                (
+                    r.get("r2")
+                    for r in records
+                    if r["set"] == name and r["system"] == SYSTEMS[2]
+                ),
+                None,
+            ),
+        }
+    below = []
+    for r in ours:
+        paired = [
+            t
+            for t in records
+            if t["set"] == r["set"]
+            and t["system"] == SYSTEMS[1]
+            and t.get("seed") == r.get("seed")
+            and "r2" in t
+        ]
+        if paired and r["r2"] < paired[0]["r2"]:
+            below.append(r["set"])
+    return {
+        "fits": len(ours),
+        "time_over_sklearn_min": min(ratios, default=None),
+        "time_over_sklearn_median": median(ratios),
+        "time_over_sklearn_max": max(ratios, default=None),
+        "fits_below_sklearn_r2": len(below),
+        "below_sklearn_r2": below,
+        "per_set": per_set,
+    }
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(REGRESSION))
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--exact-max-rows", type=int, default=12_000)
     parser.add_argument(
         "--pooled",
@@ -163,19 +223,19 @@ def main():
         "with random_state=seed (paired draws of their landmarks), instead "
         "of DoFKernelRidgeCV()'s default random_state=None",
     )
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_arguments(parser, BENCHMARK)
+    args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
-        return
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    records = []
+        return child_main(child, args.child)
+    run = start_run(args.threads)
+    out = args.output_dir / "results.json"
+    records, log = [], []
     header = (
         f"{'set':20s} {'n':>6s} {'system':26s} {'p':>5s} {'fit s':>7s} "
         f"{'x sk':>5s} {'RSS MB':>7s} {'R2':>7s}"
     )
     print(header)
+    log.append(header)
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [None]
     for name in args.sets.split(","):
         rows = []
@@ -219,14 +279,16 @@ def main():
                 row.get("peak_rss_mb", np.nan),
                 row.get("r2", np.nan),
             )
-            print(
+            line = (
                 f"{name:20s} {ours['n_train']:6d} {row['system']:26s} "
-                "{:5d} {:7.2f} {:5.2f} {:7.0f} {:7.4f}".format(*cells),
-                flush=True,
+                "{:5d} {:7.2f} {:5.2f} {:7.0f} {:7.4f}".format(*cells)
             )
-        (args.output_dir / "results.json").write_text(
-            json.dumps({"threads": args.threads, "records": records}, indent=1)
-        )
+            print(line, flush=True)
+            log.append(line)
+        write_results(out, {"threads": args.threads, "records": records}, run)
+    (args.output_dir / "log.txt").write_text("\n".join(log) + "\n")
+    payload = {"threads": args.threads, "records": records}
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
 
 
 if __name__ == "__main__":

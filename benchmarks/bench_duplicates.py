@@ -18,28 +18,39 @@ Usage::
     PYTHONPATH=/path/to/other/checkout python benchmarks/bench_duplicates.py \\
         --output-dir /tmp/other
 
-Results: ``results/duplicates/results.json``.
+Results: ``results/duplicates/results.json``; the headline (per penalty
+and system: fit seconds, test MSE, repeated landmarks) appended to
+``results/duplicates/history.jsonl``.
 """
 
 import argparse
-import json
 import os
 import resource
 import time
-from pathlib import Path
 
 import numpy as np
-from _common import load_pooled, run_child
+from _common import load_pooled
+from _harness import (
+    SHARED_DATA,
+    add_arguments,
+    append_history,
+    child_main,
+    run_child,
+    start_run,
+    write_results,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "kin40k.npz"
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "duplicates"
+BENCHMARK = "duplicates"
+DATA = SHARED_DATA / "kin40k.npz"
 GAMMA, P, N_TRAIN, N_DUPLICATED = 1.0 / 8.0, 3000, 32_000, 1200
 
 
-def load():
-    X_train, y_train, X_test, y_test = load_pooled(DATA, N_TRAIN)
-    again = np.random.RandomState(1).choice(N_TRAIN, N_DUPLICATED, replace=False)
+def load(n_train=N_TRAIN):
+    X_train, y_train, X_test, y_test = load_pooled(DATA, n_train)
+    n_train = X_train.shape[0]
+    again = np.random.RandomState(1).choice(
+        n_train, min(N_DUPLICATED, n_train), replace=False
+    )
     X_train = np.r_[X_train, X_train[again]]
     y_train = np.r_[y_train, y_train[again]]
     return X_train, y_train, X_test, y_test
@@ -51,9 +62,11 @@ def child(case):
 
     import sklearn_dof
 
-    X, y, X_test, y_test = load()
+    X, y, X_test, y_test = load(case.get("n_train", N_TRAIN))
     alpha = X.shape[0] * case["lambda"]
-    params = dict(alpha=alpha, gamma=GAMMA, n_components=P, random_state=0)
+    params = dict(
+        alpha=alpha, gamma=GAMMA, n_components=case.get("p", P), random_state=0
+    )
     if case["system"] == "ours":
         model = sklearn_dof.DoFKernelRidge(**params)
     else:
@@ -71,28 +84,46 @@ def child(case):
         len(landmarks) - np.unique(X[landmarks], axis=0).shape[0]
     )
     out["library"] = os.path.dirname(sklearn_dof.__file__)
-    print(json.dumps(out), flush=True)
+    return out
+
+
+def headline(payload):
+    """Per penalty and system: fit seconds, test MSE, repeated landmarks."""
+    return {
+        f"{r['system']} lambda={r['lambda']:g}": {
+            "fit_s": r.get("fit_s"),
+            "test_mse": r.get("test_mse"),
+            "repeated_landmarks": r.get("repeated_landmarks"),
+            **({"error": r["error"]} if "error" in r else {}),
+        }
+        for r in payload["results"]
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument(
+        "--n-train", type=int, default=N_TRAIN, help="training rows (smoke runs)"
+    )
+    parser.add_argument("--p", type=int, default=P, help="landmarks")
+    add_arguments(parser, BENCHMARK)
     args = parser.parse_args(argv)
     if args.child:
-        child(json.loads(args.child))
-        return
+        return child_main(child, args.child)
+    run = start_run(args.threads)
     results = []
     for lam in (1e-5, 1e-8):
         for system in ("ours", "pseudo-inverse features + Ridge(svd)"):
             case = {"system": system, "lambda": lam, "threads": args.threads}
+            if (args.n_train, args.p) != (N_TRAIN, P):
+                case.update(n_train=args.n_train, p=args.p)
             result = run_child(__file__, case, args.threads, check=False)
-            print(json.dumps(result), flush=True)
+            print(result, flush=True)
             results.append(result)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     out = args.output_dir / "results.json"
-    out.write_text(json.dumps({"results": results}, indent=1) + "\n")
+    write_results(out, {"results": results}, run)
+    payload = {"results": results}
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,14 @@ held-out rows), this times, in the same process and in turn for
 with the test MSE of each over KernelRidge's, the rank and ``exact_``.  Run
 the same script with ``PYTHONPATH`` on another checkout to compare commits.
 
-Results: ``--output-dir`` (``results.json``, ``summary.md``).
+Results: ``--output-dir`` (default ``results/exact/n<n_train>``:
+``results.json``, ``summary.md``); the headline (per set: each fit's time
+over KernelRidge's, the automatic rank and its error ratio) appended to
+``results/exact/history.jsonl``.
 """
 
 import argparse
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -31,10 +33,22 @@ from sklearn.kernel_ridge import KernelRidge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import format_table, git_state, write_json  # noqa: E402
+from _common import format_table  # noqa: E402
+from _harness import (  # noqa: E402
+    add_arguments,
+    alternate,
+    append_history,
+    median,
+    results_dir,
+    start_run,
+    timed,
+    write_results,
+)
 from bench_auto_rank import REGRESSION_SETS, regression_case  # noqa: E402
 
 from sklearn_dof import DoFKernelRidge  # noqa: E402
+
+BENCHMARK = "exact"
 
 
 def systems(case, seed):
@@ -51,25 +65,25 @@ def systems(case, seed):
 def run_case(name, args):
     case_args = argparse.Namespace(n_train=args.n_train, n_test=args.n_test)
     case = regression_case(name, args.seed, case_args)
-    makers = systems(case, args.seed)
-    times = {key: [] for key in makers}
     fitted = {}
-    for _ in range(args.repeats):
-        for key, make in makers.items():
-            model = make()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                start = time.perf_counter()
-                model.fit(case.X_fit, case.y)
-                times[key].append(time.perf_counter() - start)
-            fitted[key] = model
+
+    def fit(key, make):
+        model = make()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, seconds = timed(model.fit, case.X_fit, case.y)
+        fitted[key] = model
+        return seconds
+
+    # In one process, in turn: A B C A B C.
+    times = alternate(fit, systems(case, args.seed), args.repeats)
     mse = {
         key: float(np.mean((model.predict(case.X_eval) - case.target) ** 2))
         for key, model in fitted.items()
     }
     record = dict(set=name, n_train=case.n_train, alpha=case.alpha)
     for key, model in fitted.items():
-        record[f"{key}_seconds"] = float(np.median(times[key]))
+        record[f"{key}_seconds"] = median(times[key])
         record[f"{key}_seconds_runs"] = times[key]
         record[f"{key}_mse_ratio"] = mse[key] / mse["kernel_ridge"]
         if key != "kernel_ridge":
@@ -81,6 +95,32 @@ def run_case(name, args):
     return record
 
 
+def headline(payload):
+    """Per set: the time of ``n_components=n`` and of ``"auto"`` over
+    KernelRidge's, the automatic rank, whether it ended exact, and its test
+    MSE over KernelRidge's; the medians of both time ratios."""
+    records = payload["records"]
+    return {
+        "n_train": payload["config"]["n_train"],
+        "every_row_over_kernel_ridge_median": median(
+            [r["every_row_over_kernel_ridge"] for r in records]
+        ),
+        "auto_over_kernel_ridge_median": median(
+            [r["auto_over_kernel_ridge"] for r in records]
+        ),
+        "per_set": {
+            r["set"]: {
+                "every_row_over_kr": r["every_row_over_kernel_ridge"],
+                "auto_over_kr": r["auto_over_kernel_ridge"],
+                "auto_rank": r["auto_rank"],
+                "auto_exact": r["auto_exact"],
+                "auto_mse_ratio": r["auto_mse_ratio"],
+            }
+            for r in records
+        },
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(REGRESSION_SETS))
@@ -88,16 +128,20 @@ def main(argv=None):
     parser.add_argument("--n-test", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--output-dir", default="results/exact")
+    add_arguments(parser, BENCHMARK, threads=None, output_dir=False, child=False)
+    parser.add_argument(
+        "--output-dir", type=Path, default=None, help="default results/exact/n<n>"
+    )
     args = parser.parse_args(argv)
-    out = Path(args.output_dir)
+    out = args.output_dir or results_dir(BENCHMARK, f"n{args.n_train}")
     out.mkdir(parents=True, exist_ok=True)
+    run = start_run()
     records = []
-    config = dict(vars(args), git=git_state())
+    config = {k: v for k, v in vars(args).items() if k not in ("child",)}
     for name in args.sets.split(","):
         records.append(run_case(name, args))
         print(records[-1], flush=True)
-        write_json(out / "results.json", dict(config=config, records=records))
+        write_results(out / "results.json", dict(config=config, records=records), run)
     columns = [
         ("set", "set", ""),
         ("n_train", "n", "d"),
@@ -117,6 +161,8 @@ def main(argv=None):
         f"{args.repeats} rounds, medians)\n\n{table}\n"
     )
     print(table)
+    payload = dict(config=config, records=records)
+    append_history(out, BENCHMARK, run, headline(payload), results=out / "results.json")
 
 
 if __name__ == "__main__":

@@ -34,32 +34,42 @@ Usage::
     python benchmarks/bench_falkon.py --systems ours-direct,ours-cg \
         --centres 1000,2000,4000,8000
 
-Results: ``results/falkon/results.json``.
+Results: ``results/falkon/results.json`` (``results/falkon/solvers/`` for
+the solvers side by side); the headline (per ``M``: each system's median
+fit seconds, their ratios, test MSE) appended to
+``results/falkon/history.jsonl``.
 """
 
 import argparse
 import json
-import os
-import platform
 import resource
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from _common import load_pooled
+from _harness import (
+    ROOT,
+    SHARED_DATA,
+    add_arguments,
+    alternate,
+    append_history,
+    child_main,
+    median,
+    run_child,
+    start_run,
+    write_results,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "kin40k.npz"
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "falkon"
+BENCHMARK = "falkon"
+DATA = SHARED_DATA / "kin40k.npz"
 GAMMA = 1.0 / 8.0
 LAMBDA = 1e-5
 N_TRAIN = 32_000
 
 
-def load():
-    return load_pooled(DATA, N_TRAIN)
+def load(n_train=N_TRAIN):
+    return load_pooled(DATA, n_train)
 
 
 def centres(n, M):
@@ -112,7 +122,7 @@ def fit_falkon(X, y, idx, threads, solver=None):
 
 
 def child(case):
-    X, y, X_test, y_test = load()
+    X, y, X_test, y_test = load(case.get("n_train", N_TRAIN))
     idx = centres(X.shape[0], case["M"])
     system = case["system"]
     build = fit_falkon if system == "falkon" else fit_ours
@@ -127,29 +137,31 @@ def child(case):
     out["test_mse"] = float(np.mean((predict(X_test) - y_test) ** 2))
     if system != "falkon":
         out["n_iter"] = model.n_iter_  # None: the direct solve
-    print(json.dumps(out), flush=True)
+    return out
 
 
 def run_case(case, python, threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    env["OPENBLAS_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     # The children import this project from the checkout, whatever venv.
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [python, __file__, "--child", json.dumps(case)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        return dict(case, error=proc.stderr.strip().splitlines()[-3:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(
+        __file__, case, threads, check=False, python=python, pythonpath=ROOT
+    )
+
+
+def headline(payload):
+    """Per ``M``: each system's median fit seconds, peak RSS and test MSE,
+    and each system's time over the first one's."""
+    return {f"M={row['M']}": row for row in payload["summary"]}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--falkon-python", required=False)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--centres", default="1000,3000")
     parser.add_argument("--repeat", type=int, default=2, help="A B rounds per M")
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument(
+        "--n-train", type=int, default=N_TRAIN, help="training rows (smoke runs)"
+    )
+    add_arguments(parser, BENCHMARK)
     parser.add_argument(
         "--systems",
         default="ours,falkon",
@@ -158,8 +170,8 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     if args.child:
-        child(json.loads(args.child))
-        return
+        return child_main(child, args.child)
+    run = start_run(args.threads)
     systems = args.systems.split(",")
     if "falkon" in systems and not args.falkon_python:
         parser.error("--falkon-python is required (see the module docstring)")
@@ -167,20 +179,27 @@ def main(argv=None):
     python["falkon"] = args.falkon_python
     results, summary = [], []
     for M in (int(m) for m in args.centres.split(",")):
-        runs = {s: [] for s in systems}
-        for _ in range(args.repeat):
-            for system in systems:
-                case = dict(system=system, M=M, threads=args.threads)
-                r = run_case(case, python[system], args.threads)
-                print(json.dumps(r), flush=True)
-                results.append(r)
-                runs[system].append(r)
+        small = {} if args.n_train == N_TRAIN else {"n_train": args.n_train}
+
+        def fit(system, case):
+            return run_case(case, python[system], args.threads)
+
+        def show(_, r):
+            print(json.dumps(r), flush=True)
+            results.append(r)
+
+        runs = alternate(
+            fit,
+            {s: dict(system=s, M=M, threads=args.threads, **small) for s in systems},
+            args.repeat,
+            on_result=show,
+        )
         done = {s: [r for r in rs if "fit_s" in r] for s, rs in runs.items()}
         if all(done.values()):
             base = systems[0]
             row = {"M": M}
             for s, rs in done.items():
-                row[f"{s}_fit_s"] = float(np.median([r["fit_s"] for r in rs]))
+                row[f"{s}_fit_s"] = median([r["fit_s"] for r in rs])
                 row[f"{s}_peak_rss_gib"] = max(r["peak_rss_bytes"] for r in rs) / 2**30
                 row[f"{s}_test_mse"] = rs[0]["test_mse"]
                 if "n_iter" in rs[0]:
@@ -189,27 +208,20 @@ def main(argv=None):
                 row[f"{s}_over_{base}_fit_s"] = row[f"{s}_fit_s"] / row[f"{base}_fit_s"]
             summary.append(row)
     print(json.dumps(summary, indent=1))
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     out = {
         "config": {
-            "data": "kin40k pooled, 32,000 train / 8,000 test",
+            "data": f"kin40k pooled, {args.n_train:,} train, the rest test",
             "gamma": GAMMA,
             "lambda": LAMBDA,
             "threads": args.threads,
             "systems": systems,
-            "commit": commit,
-            "machine": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
         },
         "results": results,
         "summary": summary,
     }
-    (args.output_dir / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+    path = args.output_dir / "results.json"
+    write_results(path, out, run)
+    append_history(args.output_dir, BENCHMARK, run, headline(out), results=path)
 
 
 if __name__ == "__main__":

@@ -37,10 +37,13 @@ Usage::
     python benchmarks/bench_frontier.py --sets cpu_act,pol --components 500,2000
     python benchmarks/bench_frontier.py --plot-only           # redraw the plots
 
-Results: ``results/frontier/results.json`` (``--output-dir``).  The
-children import the installed ``sklearn_dof``; to measure another checkout,
-put it first on ``PYTHONPATH``.  ``--systems ours --merge results.json``
-refits those systems only and keeps the other records.
+Results: ``results/frontier/results.json`` (``--output-dir``) and the
+plots; the headline (per set: our error over the exact reference's, rank,
+fit seconds, the pipelines that dominate it) appended to
+``results/frontier/history.jsonl``.  The children import the installed
+``sklearn_dof``; to measure another checkout, put it first on
+``PYTHONPATH``.  ``--systems ours --merge results.json`` refits those
+systems only and keeps the other records.
 """
 
 import argparse
@@ -49,11 +52,19 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import rss_probe, run_child, timed_fit
+from _harness import (
+    add_arguments,
+    append_history,
+    child_main,
+    rss_probe,
+    run_child,
+    start_run,
+    timed_fit,
+    write_results,
+)
 from bench_defaults import REGRESSION, load
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "frontier"
+BENCHMARK = "frontier"
 EXACT_LAMBDAS = np.logspace(-6, 0, 7)
 CLASSIFICATION = ("a9a_adult", "ijcnn1", "pendigits", "satimage")
 
@@ -251,11 +262,37 @@ def summarise(records):
     return rows
 
 
-def main():
+def headline(payload):
+    """Per set: our fit seconds, rank, test error and its ratio to the
+    exact reference's, and the pipelines both faster and more accurate;
+    over the regression sets, the range of the ratio."""
+    rows = payload["summary"]
+    ratios = [r["ours_mse_over_exact"] for r in rows if r.get("ours_mse_over_exact")]
+    return {
+        "sets": len(rows),
+        "dominated": sum(bool(r["dominated_by"]) for r in rows),
+        "mse_over_exact_min": min(ratios, default=None),
+        "mse_over_exact_max": max(ratios, default=None),
+        "per_set": {
+            r["set"]: {
+                "n_train": r["n_train"],
+                "fit_s": r["ours_fit_s"],
+                "rank": r["ours_rank"],
+                "exact": r["ours_exact"],
+                "error": r["ours_error"],
+                "mse_over_exact": r.get("ours_mse_over_exact"),
+                "warned": r["ours_warned"],
+                "dominated_by": r["dominated_by"],
+            }
+            for r in rows
+        },
+    }
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(REGRESSION + CLASSIFICATION))
     parser.add_argument("--components", default="250,500,1000,2000,4000")
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--exact-max-rows", type=int, default=12_000)
     parser.add_argument(
         "--systems",
@@ -268,18 +305,17 @@ def main():
         default=None,
         help="a results.json whose records of the other systems are kept",
     )
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--plot-only", action="store_true")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    add_arguments(parser, BENCHMARK)
+    args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(json.loads(args.child))))
-        return
+        return child_main(child, args.child)
     if args.plot_only:
         plot(
             json.loads((args.output_dir / "results.json").read_text()), args.output_dir
         )
         return
+    run = start_run(args.threads)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     systems = ["ours", "ours-640"] + [
         f"sklearn-{int(m)}" for m in args.components.split(",")
@@ -318,8 +354,10 @@ def main():
             f"warned {row['ours_warned']} dominated by {row['dominated_by']}"
         )
     out = {"threads": args.threads, "records": records, "summary": summary}
-    (args.output_dir / "results.json").write_text(json.dumps(out, indent=1) + "\n")
+    path = args.output_dir / "results.json"
+    write_results(path, out, run)
     plot(out, args.output_dir)
+    append_history(args.output_dir, BENCHMARK, run, headline(out), results=path)
 
 
 def plot(results, output_dir):

@@ -11,19 +11,30 @@ on two Python threads at once (the BLAS limited to one thread), and the
 same with the BLAS's own two threads.  Reported: GFLOP/s (``n^3`` per
 product) of each, all threads together.
 
+A lasting check of a decision that rests on scipy's build (the library's
+workers call ``dsyrk`` by :mod:`ctypes` because the wrapper holds the GIL):
+rerun it when scipy or its BLAS changes; the history keeps the versions.
+
 Usage::
 
-    python benchmarks/bench_gil.py
+    python benchmarks/bench_gil.py [--size 2000]
+
+Results: ``results/gil/results.json``; the headline (GFLOP/s of each call on
+one thread, two Python threads and two BLAS threads, and whether two Python
+threads ran the call side by side) appended to ``results/gil/history.jsonl``.
 """
 
+import argparse
 import ctypes
 import json
 
 import numpy as np
 from _common import seconds_in_threads
+from _harness import add_arguments, append_history, start_run, write_results
 from scipy.linalg import blas
 from threadpoolctl import threadpool_limits
 
+BENCHMARK = "gil"
 SIZE, REPEATS = 2000, 5
 
 
@@ -71,7 +82,30 @@ def gflops(function, B, threads):
     return threads * REPEATS * SIZE**3 / seconds / 1e9
 
 
-def main():
+def headline(payload):
+    """GFLOP/s of each call and setting, and whether two Python threads ran
+    it side by side (their rate over one thread's above 1.5: the call
+    releases the GIL)."""
+    rates = payload["gflops"]
+    names = dict.fromkeys(k.split(",")[0] for k in rates)
+    return {
+        "size": payload["size"],
+        "gflops": rates,
+        "releases_gil": {
+            name: rates[f"{name}, 2 Python threads"] > 1.5 * rates[f"{name}, 1 thread"]
+            for name in names
+        },
+    }
+
+
+def main(argv=None):
+    global SIZE
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=SIZE, help="order of B^T B")
+    add_arguments(parser, BENCHMARK, threads=None, child=False)
+    args = parser.parse_args(argv)
+    SIZE = args.size
+    run = start_run(2)
     B = np.random.default_rng(0).standard_normal((SIZE, SIZE))
     out = {}
     for function in (scipy_syrk, ctypes_syrk, numpy_product):
@@ -82,6 +116,10 @@ def main():
         with threadpool_limits(limits=2, user_api="blas"):
             out[f"{name}, 2 BLAS threads"] = gflops(function, B, 1)
     print(json.dumps({k: round(v, 1) for k, v in out.items()}, indent=1))
+    payload = {"size": SIZE, "repeats": REPEATS, "gflops": out}
+    path = args.output_dir / "results.json"
+    write_results(path, payload, run)
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=path)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,10 @@ ours_cg,falkon_reference,ours_direct --repeats 2``):
   on the device machine, which has no network; this is the yardstick in
   its place.
 
-The systems run in the order A B A B (``--repeats``) within one process,
-each fit warm and synchronised, with its peak GPU memory.
+The systems run in the order A B A B (``--repeats``, the harness's
+:func:`_harness.alternate`) within one process, each fit warm and
+synchronised, with its peak GPU memory: one process for all the fits, since
+every new process would pay CUDA's start-up again.
 
 Each GPU fit is timed warm (a small fit first pays CUDA's initialisation)
 and synchronised; the first fit's time is recorded too.  Test error is the
@@ -39,13 +41,16 @@ Run::
 
     SCIPY_ARRAY_API=1 python benchmarks/bench_gpu.py --output-dir DIR
 
-On a machine without CUDA the torch rows run on the CPU.
+On a machine without CUDA the torch rows run on the CPU.  Results:
+``results/gpu/results.json`` (issue 20's table; ``results/gpu/large_ranks``
+for issue 33's), the run record with the device, the headline (per system,
+``n`` and ``p``: median fit seconds and the ratios to the yardsticks)
+appended to ``results/gpu/history.jsonl``.
 """
 
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import traceback
@@ -57,15 +62,23 @@ import numpy as np  # noqa: E402
 import sklearn  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import (  # noqa: E402
+    add_arguments,
+    alternate,
+    append_history,
+    append_jsonl,
+    start_run,
+    write_results,
+)
 from bench_scaling import GAMMA, make_data  # noqa: E402
 
+BENCHMARK = "gpu"
 LAMBDA = 1e-6
 P = 2000
 # Falkon 0.9's defaults (FalkonOptions, Falkon(maxiter=20)).
 FALKON_EPSILON_64 = 1e-13
 FALKON_MAX_ITER = 20
 FALKON_CG_TOLERANCE = 1e-7
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "gpu"
 
 
 def _sync(torch):
@@ -221,13 +234,8 @@ def run(n_values, output_dir, systems, centres=(P,), repeats=1, time_limit=None)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     results = []
     meta = dict(
-        device=torch.cuda.get_device_name(0)
-        if device == "cuda"
-        else platform.processor(),
+        device=torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         torch=torch.__version__,
-        sklearn=sklearn.__version__,
-        numpy=np.__version__,
-        cpu_count=os.cpu_count(),
         p=list(centres),
         lam=LAMBDA,
         gamma=GAMMA,
@@ -254,20 +262,25 @@ def run(n_values, output_dir, systems, centres=(P,), repeats=1, time_limit=None)
     # Warm-up: CUDA context, cuBLAS and cuSOLVER handles.  At a moderate
     # rank, both solvers: their predictions agree to the tolerance of the
     # conjugate gradients (a check of the device path, recorded).
-    Xw, yw, Xw_test, *_ = make_data(20_000, 8)
+    n_warm = min(20_000, min(n_values))
+    Xw, yw, Xw_test, *_ = make_data(n_warm, 8)
     Xw, yw = torch.asarray(Xw, device=device), torch.asarray(yw, device=device)
     Xw_test = torch.asarray(Xw_test, device=device)
+    p_warm = min(P, n_warm // 2)
     t = time.perf_counter()
-    warm = ours(Xw, yw, 20_000 * LAMBDA)
+    warm = ours(Xw, yw, n_warm * LAMBDA, p_warm)
     _sync(torch)
-    meta["first_fit_s_20000"] = time.perf_counter() - t
+    meta[f"first_fit_s_{n_warm}"] = time.perf_counter() - t
     if {"ours_cg", "ours_direct"} & systems:
+        p_check = min(1000, n_warm // 2)
         by_solver = {
-            solver: ours_predict(ours(Xw, yw, 20_000 * LAMBDA, 1000, solver), Xw_test)
+            solver: ours_predict(
+                ours(Xw, yw, n_warm * LAMBDA, p_check, solver), Xw_test
+            )
             for solver in ("cg", "direct")
         }
         gap = torch.max(torch.abs(by_solver["cg"] - by_solver["direct"]))
-        meta["cg_vs_direct_max_abs_prediction_gap_n20000_p1000"] = float(gap)
+        meta[f"cg_vs_direct_max_abs_prediction_gap_n{n_warm}_p{p_check}"] = float(gap)
     del warm
     for n in n_values:
         X, y, X_test, y_test, f_test = make_data(n, 8)
@@ -313,24 +326,15 @@ def run(n_values, output_dir, systems, centres=(P,), repeats=1, time_limit=None)
                 todo.append(
                     ("sklearn_xp_float64", sk, (Xt, yt, alpha, p), ours_predict)
                 )
-            # The direct solve once, after the A B A B of the others.
-            order = [case for _ in range(repeats) for case in todo]
-            if "ours_direct" in systems:
-                order.append(
-                    (
-                        "ours_direct_float64",
-                        ours,
-                        (Xt, yt, alpha, p, "direct"),
-                        ours_predict,
-                    )
-                )
-            for name, fit, args, predict in order:
+
+            def one(name, spec, p=p, n=n, tests=tests, Xt_test=Xt_test):
+                fit, args, predict = spec
                 Z = Xt_test.float() if name.endswith("float32") else Xt_test
                 if time_limit and time.perf_counter() - started > time_limit:
                     row = dict(system=name, n=n, p=p, error="skipped: time limit")
                     results.append(row)
                     print(json.dumps(row), flush=True)
-                    continue
+                    return row
                 try:
                     _record(
                         results, name, n, fit, args, predict, Z, *tests[1:], torch=torch
@@ -346,8 +350,14 @@ def run(n_values, output_dir, systems, centres=(P,), repeats=1, time_limit=None)
                     results.append(row)
                     print(json.dumps(row), flush=True)
                     traceback.print_exc()
-                with progress.open("a") as f:
-                    f.write(json.dumps(results[-1]) + "\n")
+                append_jsonl(progress, results[-1])
+                return results[-1]
+
+            # A B A B, then the direct solve once.
+            alternate(one, {name: spec for name, *spec in todo}, repeats)
+            if "ours_direct" in systems:
+                direct = (ours, (Xt, yt, alpha, p, "direct"), ours_predict)
+                one("ours_direct_float64", direct)
         if "ours_numpy" in systems:
             _record(
                 results,
@@ -360,8 +370,7 @@ def run(n_values, output_dir, systems, centres=(P,), repeats=1, time_limit=None)
                 y_test,
                 f_test,
             )
-            with progress.open("a") as f:
-                f.write(json.dumps(results[-1]) + "\n")
+            append_jsonl(progress, results[-1])
     return meta, results
 
 
@@ -402,6 +411,21 @@ def summarise(results):
     return rows
 
 
+def headline(payload):
+    """Per system, ``n`` and ``p``: median fit seconds, over the yardsticks,
+    scikit-learn's time over it, test MSE (noisy labels), peak GPU memory;
+    the device."""
+    return {
+        "device": payload["meta"]["device"],
+        "fits": {
+            f"{r['system']} n={r['n']} p={r.get('p', P)}": {
+                k: v for k, v in r.items() if k not in ("system", "n", "p")
+            }
+            for r in payload["summary"]
+        },
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", default="100000,1000000")
@@ -411,8 +435,11 @@ def main(argv=None):
     parser.add_argument(
         "--time-limit", type=float, default=None, help="seconds; later fits skipped"
     )
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    add_arguments(parser, BENCHMARK, threads=None, child=False)
     args = parser.parse_args(argv)
+    run_record = start_run(
+        os.cpu_count(), argv=None if argv is None else [__file__, *argv]
+    )
     args.output_dir.mkdir(parents=True, exist_ok=True)
     n_values = [int(float(v)) for v in args.n.split(",")]
     centres = [int(float(v)) for v in args.centres.split(",")]
@@ -424,13 +451,14 @@ def main(argv=None):
         args.repeats,
         args.time_limit,
     )
-    meta["argv"] = sys.argv[1:] if argv is None else list(argv)
     summary = summarise(results)
     for row in summary:
         print(row)
     out = args.output_dir / "results.json"
-    out.write_text(
-        json.dumps(dict(meta=meta, results=results, summary=summary), indent=1) + "\n"
+    payload = dict(meta=meta, results=results, summary=summary)
+    write_results(out, payload, run_record)
+    append_history(
+        args.output_dir, BENCHMARK, run_record, headline(payload), results=out
     )
     print(f"-> {out}")
 

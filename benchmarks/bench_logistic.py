@@ -26,21 +26,32 @@ LIBSVM ijcnn1 and a9a (Adult), RBF kernel with a fixed ``gamma`` per data set:
    above the best of them.
 
 BLAS runs single-threaded by default (``--threads``): on a shared machine
-oversubscribed BLAS threads make timings meaningless.
+oversubscribed BLAS threads make timings meaningless.  Every fit runs in
+this one process (the solvers are compared on one feature matrix).
 
 Usage::
 
     python benchmarks/bench_logistic.py           # about 5 minutes
     python benchmarks/bench_logistic.py --quick   # 1000 / 1000 rows, ~30 s
+
+Results: ``results/logistic/results.json`` (every row printed); the headline
+(per data set: the best accuracy of each method, and per penalty the Newton
+steps and seconds of each solver) appended to
+``results/logistic/history.jsonl``.
 """
 
 import argparse
-import time
 import warnings
-from pathlib import Path
 
 import numpy as np
-import sklearn
+from _harness import (
+    SHARED_DATA,
+    add_arguments,
+    append_history,
+    start_run,
+    timed,
+    write_results,
+)
 from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
@@ -50,7 +61,8 @@ from threadpoolctl import threadpool_limits
 
 from sklearn_dof import DoFKernelLogisticRegression, DoFNystroem
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+BENCHMARK = "logistic"
+DATA_DIR = SHARED_DATA
 
 # gamma of the RBF kernel and the penalties of part 1, per data set: the
 # penalties bracket the best test accuracy of logistic regression.
@@ -71,12 +83,6 @@ def load_split(name, n_train, n_test, seed=0):
     return X[train], y[train], X[test], y[test]
 
 
-def timed(func, *args, **kwargs):
-    start = time.perf_counter()
-    out = func(*args, **kwargs)
-    return out, time.perf_counter() - start
-
-
 def exact_klr(X_train, y_train, X_test, y_test, gamma, alpha, tol):
     """Newton on exact kernel features: accuracy, seconds, Newton steps.
 
@@ -85,17 +91,20 @@ def exact_klr(X_train, y_train, X_test, y_test, gamma, alpha, tol):
     objective of :class:`~sklearn_dof.DoFKernelLogisticRegression`, here on
     the ``n`` features ``L`` with ``L L^T = K + 1e-8 I``.
     """
-    start = time.perf_counter()
-    K = rbf_kernel(X_train, gamma=gamma)
-    K[np.diag_indices_from(K)] += 1e-8
-    L = linalg.cholesky(K, lower=True)
-    ref = LogisticRegression(
-        C=1.0 / alpha, solver="newton-cholesky", tol=tol, max_iter=1000
-    )
+
+    def fit():
+        K = rbf_kernel(X_train, gamma=gamma)
+        K[np.diag_indices_from(K)] += 1e-8
+        L = linalg.cholesky(K, lower=True)
+        ref = LogisticRegression(
+            C=1.0 / alpha, solver="newton-cholesky", tol=tol, max_iter=1000
+        )
+        ref.fit(L, y_train)
+        return L, ref
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
-        ref.fit(L, y_train)
-    seconds = time.perf_counter() - start
+        (L, ref), seconds = timed(fit)
     Phi_test = linalg.solve_triangular(
         L, rbf_kernel(X_train, X_test, gamma=gamma), lower=True
     ).T
@@ -151,6 +160,8 @@ def part_accuracy(name, split, tol):
         f"best accuracy: SVC {best_svc:.4f}, DoF-KLR {best_dof:.4f}, "
         f"exact KLR {best_exact:.4f}"
     )
+    columns = ("method", "param", "p", "accuracy", "fit_s", "newton")
+    return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
 def part_solvers(name, split, n_components, tol):
@@ -168,6 +179,7 @@ def part_solvers(name, split, n_components, tol):
         f"{'alpha':>7} {'solver':<22} {'iters':>6} {'seconds':>8} "
         f"{'objective - best':>17}"
     )
+    out = []
     for alpha in SOLVER_ALPHAS:
         results = []
         # The estimator's inner solver follows max_hessian_bytes: any budget
@@ -207,7 +219,39 @@ def part_solvers(name, split, n_components, tol):
                 f"{alpha:>7.0e} {label:<22} {n_iter:>6} {seconds:>8.3f} "
                 f"{obj - best:>17.3e}"
             )
+            out.append(
+                dict(
+                    alpha=alpha,
+                    solver=label,
+                    n_iter=int(n_iter),
+                    fit_s=seconds,
+                    objective_over_best=obj - best,
+                )
+            )
     print("(* = stopped with a ConvergenceWarning)")
+    return {"feature_s": feature_seconds, "rows": out}
+
+
+def headline(payload):
+    """Per data set: the best test accuracy of SVC, of DoF-KLR and of exact
+    KLR; per penalty of the solvers part, each solver's Newton steps and
+    seconds."""
+    out = {}
+    for name, entry in payload["datasets"].items():
+        rows = entry["accuracy"]
+        best = {
+            method: max(
+                (r["accuracy"] for r in rows if r["method"].startswith(method)),
+                default=None,
+            )
+            for method in ("SVC", "DoF-KLR", "exact KLR")
+        }
+        solvers = {
+            f"alpha={r['alpha']:g} {r['solver']}": [r["n_iter"], r["fit_s"]]
+            for r in entry["solvers"]["rows"]
+        }
+        out[name] = {"best_accuracy": best, "solvers_steps_s": solvers}
+    return out
 
 
 def main(argv=None):
@@ -216,7 +260,7 @@ def main(argv=None):
     parser.add_argument("--n-test", type=int, default=2000)
     parser.add_argument("--n-components", type=int, default=500)
     parser.add_argument("--tol", type=float, default=1e-8)
-    parser.add_argument("--threads", type=int, default=1)
+    add_arguments(parser, BENCHMARK, threads=1, child=False)
     parser.add_argument("--datasets", nargs="+", default=list(SETTINGS))
     parser.add_argument(
         "--quick", action="store_true", help="1000 / 1000 rows, 200 components"
@@ -224,18 +268,28 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.n_train, args.n_test, args.n_components = 1000, 1000, 200
+    run = start_run(args.threads)
+    machine = run["machine"]
     print(
-        f"scikit-learn {sklearn.__version__}, numpy {np.__version__}, "
+        f"scikit-learn {machine['scikit-learn']}, numpy {machine['numpy']}, "
         f"BLAS threads {args.threads}"
     )
+    datasets = {}
     with threadpool_limits(args.threads):
         for name in args.datasets:
             if not (DATA_DIR / f"{name}.npz").exists():
                 print(f"\n## {name}: {DATA_DIR / name}.npz not found, skipped")
                 continue
             split = load_split(name, args.n_train, args.n_test)
-            part_accuracy(name, split, args.tol)
-            part_solvers(name, split, args.n_components, args.tol)
+            datasets[name] = {
+                "accuracy": part_accuracy(name, split, args.tol),
+                "solvers": part_solvers(name, split, args.n_components, args.tol),
+            }
+    config = {k: getattr(args, k) for k in ("n_train", "n_test", "n_components", "tol")}
+    payload = {"config": config, "datasets": datasets}
+    out = args.output_dir / "results.json"
+    write_results(out, payload, run)
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
 
 
 if __name__ == "__main__":

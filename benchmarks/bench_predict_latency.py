@@ -6,35 +6,72 @@ row (median of many calls) and on 10,000 rows (best of a few), side by side
 with exact ``KernelRidge`` on the same training set, whose predict cost grows
 with ``n`` instead of ``p``.
 
-    python benchmarks/bench_predict_latency.py [--n-train 20000] [--output FILE]
+    python benchmarks/bench_predict_latency.py [--n-train 20000] [--threads 2]
+
+The fits and the timings share one process, on ``--threads`` BLAS threads:
+what a serving process pays, warm.  Results: ``results/predict_latency/
+results.json``; the headline (per model: one row's milliseconds, rows per
+second in batches, pickle size) appended to
+``results/predict_latency/history.jsonl``.
 """
 
 import argparse
-import json
 import pickle
 import time
 
 import numpy as np
+from _harness import (
+    add_arguments,
+    append_history,
+    median,
+    start_run,
+    timed,
+    write_results,
+)
 from sklearn.kernel_ridge import KernelRidge
+from threadpoolctl import threadpool_limits
 
 from sklearn_dof import DoFKernelRidge
 
+BENCHMARK = "predict_latency"
+
 
 def _median_seconds(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)), float(np.min(times))
+    times = [timed(fn)[1] for _ in range(repeat)]
+    return median(times), min(times)
+
+
+def headline(payload):
+    """Per model: fit seconds, one row's milliseconds (median), rows per
+    second in batches of 10,000 (best), pickle kilobytes."""
+    return {
+        row["model"]: {
+            "n_train": row["n_train"],
+            "p": row["p"],
+            "one_row_ms": 1e3 * row["single_row_seconds"],
+            "rows_per_s": row["rows_per_second"],
+            "pickle_kb": row["pickle_kb"],
+        }
+        for row in payload["rows"]
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-train", type=int, default=20000)
     parser.add_argument("--exact-n-train", type=int, default=5000)
-    parser.add_argument("--output", default=None, help="JSON file for the figures")
+    add_arguments(parser, BENCHMARK, child=False)
     args = parser.parse_args(argv)
+    run = start_run(args.threads)
+    with threadpool_limits(args.threads):
+        rows = measure(args)
+    payload = {"rows": rows}
+    out = args.output_dir / "results.json"
+    write_results(out, payload, run)
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
+
+
+def measure(args):
 
     rng = np.random.RandomState(0)
     gamma = 1 / 18  # Gaussian kernel of width 3, as in the performance issue
@@ -44,7 +81,7 @@ def main(argv=None):
     row = X_batch[:1]
 
     models = {}
-    for n_components in ("auto", 500, 2000):
+    for n_components in ("auto", min(500, args.n_train), min(2000, args.n_train)):
         model = DoFKernelRidge(
             alpha=args.n_train * 1e-4,
             gamma=gamma,
@@ -91,9 +128,7 @@ def main(argv=None):
             f"{1e3 * single:9.3f} {1e3 * batch:12.1f} {10_000 / batch:10.0f} "
             f"{size:10.0f}"
         )
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(rows, f, indent=2)
+    return rows
 
 
 if __name__ == "__main__":

@@ -16,30 +16,41 @@ Usage::
     python benchmarks/bench_real.py                # about 5 minutes
     python benchmarks/bench_real.py --threads 1
 
-Results: ``results/real/results.json``.
+Results: ``results/real/results.json``; the headline (per data set: the
+rank each system needs and its fit seconds, the speed-up at equal error)
+appended to ``results/real/history.jsonl``.
 """
 
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
-from _common import run_child
+from _harness import (
+    SHARED_DATA,
+    add_arguments,
+    append_history,
+    child_main,
+    run_child,
+    start_run,
+    write_results,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "real"
+BENCHMARK = "real"
+DATA = SHARED_DATA
 DATASETS = ("kin40k", "pumadyn32nm_snelson")
 RANKS = (250, 500, 1000, 2000, 3000)
 GAMMAS = (0.02, 0.05, 0.1, 0.2, 0.5)
 LAMBDAS = (1e-3, 1e-4, 1e-5, 1e-6)
 
 
-def load(name):
+def load(name, n_train=None):
     d = np.load(DATA / f"{name}.npz")
     test = d["is_test"]
     X, y = d["X"], d["y"]
+    if n_train is not None:  # the first n_train training rows (smoke runs)
+        keep = test | (np.cumsum(~test) <= n_train)
+        X, y, test = X[keep], y[keep], test[keep]
     mean, scale = X[~test].mean(0), X[~test].std(0)
     X = (X - mean) / np.where(scale > 0, scale, 1.0)
     return X[~test], y[~test], X[test], y[test]
@@ -62,7 +73,7 @@ def make_model(system, n, p, gamma, lam):
 
 
 def child(case):
-    X, y, X_test, y_test = load(case["data"])
+    X, y, X_test, y_test = load(case["data"], case.get("n_train"))
     if case["system"] == "select":
         # Hold out a fifth of the training rows; uniform p = 1000.
         rng = np.random.default_rng(0)
@@ -73,12 +84,12 @@ def child(case):
         for gamma in GAMMAS:
             for lam in LAMBDAS:
                 n = int((~mask).sum())
-                model = make_model("ours", n, 1000, gamma, lam).fit(X[~mask], y[~mask])
+                p = min(1000, n // 2)
+                model = make_model("ours", n, p, gamma, lam).fit(X[~mask], y[~mask])
                 err = float(np.mean((model.predict(X[mask]) - y[mask]) ** 2))
                 if best is None or err < best[0]:
                     best = (err, gamma, lam)
-        print(json.dumps(dict(case, gamma=best[1], lam=best[2], val_mse=best[0])))
-        return
+        return dict(case, gamma=best[1], lam=best[2], val_mse=best[0])
     model = make_model(
         case["system"], X.shape[0], case["p"], case["gamma"], case["lam"]
     )
@@ -86,7 +97,7 @@ def child(case):
     model.fit(X, y)
     fit_s = time.perf_counter() - t
     mse = float(np.mean((model.predict(X_test) - y_test) ** 2))
-    print(json.dumps(dict(case, fit_s=fit_s, test_mse=mse)))
+    return dict(case, fit_s=fit_s, test_mse=mse)
 
 
 def run(case, threads):
@@ -107,19 +118,39 @@ def summarise(rows):
     return out
 
 
+def headline(payload):
+    """Per data set: the penalty and bandwidth chosen, the best test MSE,
+    the smallest rank within 1% of it for each system with its fit
+    seconds, and the speed-up at equal error."""
+    return {
+        name: {
+            "gamma": entry["selection"]["gamma"],
+            "lambda": entry["selection"]["lam"],
+            **entry["summary"],
+        }
+        for name, entry in payload["results"].items()
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument(
+        "--ranks", default=",".join(map(str, RANKS)), help="ranks of the grid"
+    )
+    parser.add_argument(
+        "--n-train", type=int, default=None, help="training rows (smoke runs)"
+    )
+    add_arguments(parser, BENCHMARK)
     args = parser.parse_args(argv)
     if args.child:
-        child(json.loads(args.child))
-        return
+        return child_main(child, args.child)
+    run_record = start_run(args.threads)
     start = time.perf_counter()
     results = {}
-    for name in DATASETS:
-        chosen = run({"data": name, "system": "select"}, args.threads)
+    small = {} if args.n_train is None else {"n_train": args.n_train}
+    for name in args.datasets.split(","):
+        chosen = run({"data": name, "system": "select", **small}, args.threads)
         rows = [
             run(
                 dict(
@@ -128,10 +159,11 @@ def main(argv=None):
                     p=p,
                     gamma=chosen["gamma"],
                     lam=chosen["lam"],
+                    **small,
                 ),
                 args.threads,
             )
-            for p in RANKS
+            for p in (int(q) for q in args.ranks.split(","))
             for system in ("ours", "sklearn")
         ]
         results[name] = {
@@ -140,10 +172,13 @@ def main(argv=None):
             "summary": summarise(rows),
         }
         print(json.dumps(results[name]["summary"], indent=1), flush=True)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     out = args.output_dir / "results.json"
     payload = {"threads": args.threads, "seconds": time.perf_counter() - start}
-    out.write_text(json.dumps({**payload, "results": results}, indent=1) + "\n")
+    payload["results"] = results
+    write_results(out, payload, run_record)
+    append_history(
+        args.output_dir, BENCHMARK, run_record, headline(payload), results=out
+    )
     print(f"total {payload['seconds']:.0f} s -> {out}")
 
 

@@ -30,13 +30,24 @@ Usage::
 
     python benchmarks/bench_ridge_cv.py                  # a few minutes
     python benchmarks/bench_ridge_cv.py --problems spline --n-loo 0
+
+Every search runs in this one process, one after the other.  Results:
+``results/ridge_cv/results.json`` (every row printed); the headline (per
+problem and method: fits, seconds, the penalty chosen, its time over
+``DoFKernelRidgeCV``'s) appended to ``results/ridge_cv/history.jsonl``.
 """
 
 import argparse
-import time
 import warnings
 
 import numpy as np
+from _harness import (
+    add_arguments,
+    append_history,
+    start_run,
+    timed,
+    write_results,
+)
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import GridSearchCV, KFold, LeaveOneOut
 from threadpoolctl import threadpool_limits
@@ -44,6 +55,7 @@ from threadpoolctl import threadpool_limits
 from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV
 from sklearn_dof.datasets import make_periodic_spline
 
+BENCHMARK = "ridge_cv"
 N_ALPHAS = 13
 
 
@@ -60,12 +72,6 @@ def make_data(problem, n_samples, seed=0):
     f = np.sin(X[:, 0]) + 0.5 * np.cos(X[:, 1]) + 0.25 * X[:, 2] * X[:, 3]
     y = f + 2.0 * rng.randn(n_samples)
     return X, y, {"kernel": "rbf", "gamma": 0.05}, np.logspace(0, 4, N_ALPHAS)
-
-
-def timed(fit):
-    start = time.perf_counter()
-    result = fit()
-    return result, time.perf_counter() - start
 
 
 def subset(X, y, params, n):
@@ -181,15 +187,46 @@ def run(problem, n_samples, n_loo, seed):
     )
     print(header)
     print("-" * len(header))
+    out = []
     for n, p, name, fits, t, alpha, mse in rows:
         ratio = t / reference[n]
         print(
             f"{n:>5} {p:>5}  {name:<44} {fits:>6} {t:>9.3f} {ratio:>9.1f} "
             f"{alpha:>9.4g} {mse:>8.4f}"
         )
+        out.append(
+            dict(
+                n=n,
+                p=int(p),
+                method=name,
+                fits=fits,
+                seconds=t,
+                over_efficient_loo=ratio,
+                alpha=float(alpha),
+                cv_mse=float(mse),
+            )
+        )
+    return out
 
 
-def main():
+def headline(payload):
+    """Per problem and method: rows, rank, fits, seconds, the time over
+    ``DoFKernelRidgeCV``'s on the same rows, the penalty chosen."""
+    return {
+        problem: {
+            f"{r['method']} n={r['n']}": {
+                "fits": r["fits"],
+                "seconds": r["seconds"],
+                "over_efficient_loo": r["over_efficient_loo"],
+                "alpha": r["alpha"],
+            }
+            for r in rows
+        }
+        for problem, rows in payload["problems"].items()
+    }
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--problems",
@@ -213,13 +250,21 @@ def main():
         "(the gaussian one needs p close to n and takes about 10 minutes)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    add_arguments(parser, BENCHMARK, threads=1, child=False)
+    args = parser.parse_args(argv)
+    record = start_run(args.threads)
     # Leave-one-out fits at p = n_loo ask for one column more than they have.
     warnings.filterwarnings("ignore", message="n_components=.* > n_samples=")
-    with threadpool_limits(limits=1):
+    problems = {}
+    with threadpool_limits(limits=args.threads):
         for problem in args.problems:
             n_loo = args.n_loo if problem in args.loo_problems else 0
-            run(problem, args.n, n_loo, args.seed)
+            problems[problem] = run(problem, args.n, n_loo, args.seed)
+    config = {k: getattr(args, k) for k in ("n", "n_loo", "loo_problems", "seed")}
+    payload = {"config": config, "problems": problems}
+    out = args.output_dir / "results.json"
+    write_results(out, payload, record)
+    append_history(args.output_dir, BENCHMARK, record, headline(payload), results=out)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,17 @@ Usage::
 
     python benchmarks/bench_samplers.py            # about 10 minutes
     python benchmarks/bench_samplers.py --quick    # about 1 minute
+
+One process on one BLAS thread (the error curves are many small solves).
+Results: ``results/samplers/`` (``results.json``, ``table.md``,
+``samplers.png``); the headline (per problem and sampler: ``p_min``,
+``p_min / d``, the automatic rank and its error ratio) appended to
+``results/samplers/history.jsonl``.
 """
 
 import argparse
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 from _common import (
@@ -39,7 +44,14 @@ from _common import (
     format_table,
     make_problem,
     smallest_sufficient_rank,
-    write_json,
+)
+from _harness import (
+    SHARED_DATA,
+    add_arguments,
+    append_history,
+    start_run,
+    timed,
+    write_results,
 )
 from scipy import linalg
 from sklearn.metrics.pairwise import rbf_kernel
@@ -53,10 +65,8 @@ from sklearn_dof import (
 )
 from sklearn_dof.datasets import make_clustered
 
+BENCHMARK = "samplers"
 SAMPLINGS = ("uniform", "pivoted", "leverage", "rpcholesky")
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
-DEFAULT_OUTPUT = ROOT / "benchmarks" / "results" / "samplers"
 
 
 class Problem:
@@ -169,7 +179,7 @@ def rank_grid(n, start=4, factor=1.15):
     return ranks
 
 
-def timed_fit(problem, alpha, sampling, n_components, seed):
+def fit_timed(problem, alpha, sampling, n_components, seed):
     model = DoFKernelRidge(
         alpha=alpha,
         n_components=n_components,
@@ -178,9 +188,7 @@ def timed_fit(problem, alpha, sampling, n_components, seed):
         random_state=seed,
         **problem.estimator_params(),
     )
-    start = time.perf_counter()
-    model.fit(problem.fit_X, problem.y)
-    return model, time.perf_counter() - start
+    return timed(model.fit, problem.fit_X, problem.y)
 
 
 def auto_ratio(problem, model, error_exact):
@@ -226,7 +234,7 @@ def run_problem(make, seeds, max_rank_factor):
             ).fit(problem.fit_X)
             errors = prefix_errors(problem, nys.component_indices_, alpha, ranks)
             rec["ratios"][s] = errors / error_exact
-            model, seconds = timed_fit(problem, alpha, s, "auto", seed)
+            model, seconds = fit_timed(problem, alpha, s, "auto", seed)
             rec["auto"][s] = {
                 "n_components": int(model.n_components_),
                 "d_max_est": float(model.dof_),
@@ -253,7 +261,7 @@ def summarise(name, records):
         d = float(np.mean([r[basis] for r in recs]))
         seconds = None
         if p_min is not None:
-            _, seconds = timed_fit(
+            _, seconds = fit_timed(
                 problems[0], recs[0]["alpha"], s, int(p_min), recs[0]["seed"]
             )
         autos = [r["auto"][s] for r in recs]
@@ -338,15 +346,36 @@ def plot(rows, path):
     plt.close(fig)
 
 
+def headline(payload):
+    """Per problem and sampler: ``p_min`` (the smallest rank within 1% of
+    exact), ``p_min / d``, the automatic rank and its error ratio."""
+    out = {}
+    for row in payload["rows"]:
+        out.setdefault(row["problem"], {})[row["sampling"]] = {
+            "p_min": row["p_min"],
+            "p_min_over_d": row["c_needed"],
+            "p_auto": row["p_auto"],
+            "ratio_auto": row["ratio_auto"],
+        }
+    return {"quick": payload["quick"], "problems": out}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes")
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument(
+        "--n", type=int, default=None, help="points of each problem (smoke runs)"
+    )
+    parser.add_argument(
+        "--problems", default=None, help="comma-separated subset of the problems"
+    )
+    add_arguments(parser, BENCHMARK, threads=1, child=False)
     args = parser.parse_args(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    run = start_run(args.threads)
     start = time.perf_counter()
 
-    n = 500 if args.quick else 1000
+    n = args.n or (500 if args.quick else 1000)
     seeds = range(2) if args.quick else range(4)
     splines = (
         [(1, 2), (2, 8), (4, 8)]
@@ -358,15 +387,17 @@ def main(argv=None):
         for b, d in splines
     ]
     makers.append(("clustered", lambda seed: clustered_problem(n, seed)))
-    n_real = 1000 if args.quick else 2000
+    n_real = args.n or (1000 if args.quick else 2000)
     for name in ("abalone", "pumadyn32nm"):
         if real_problem(name, 10, 10, 0) is not None:
             makers.append(
                 (name, lambda seed, nm=name: real_problem(nm, n_real, 1000, seed))
             )
 
+    if args.problems:
+        makers = [m for m in makers if m[0] in args.problems.split(",")]
     rows = []
-    with threadpool_limits(1):
+    with threadpool_limits(args.threads):
         for name, make in makers:
             t0 = time.perf_counter()
             rows += summarise(name, run_problem(make, seeds, 12.0))
@@ -378,15 +409,15 @@ def main(argv=None):
         format_table(rows, COLUMNS, markdown=True) + "\n"
     )
     plot(rows, args.output_dir / "samplers.png")
-    write_json(
-        args.output_dir / "results.json",
-        {
-            "quick": args.quick,
-            "seeds": list(seeds),
-            "seconds": time.perf_counter() - start,
-            "rows": rows,
-        },
-    )
+    payload = {
+        "quick": args.quick,
+        "seeds": list(seeds),
+        "seconds": time.perf_counter() - start,
+        "rows": rows,
+    }
+    out = args.output_dir / "results.json"
+    write_results(out, payload, run)
+    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
     print(f"total {time.perf_counter() - start:.0f} s -> {args.output_dir}")
 
 

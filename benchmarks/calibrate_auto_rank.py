@@ -22,10 +22,15 @@ uniform columns):
 5. the constants ``c`` each problem needs, and how far ``y``-free adaptive
    stopping rules for the number of pivots get.
 
-Results go to ``--output-dir``: ``results.json`` (every scalar and the
-analysis), ``curves.json.gz`` (gzipped JSON: per seed and draw, the error
-ratio and the residual statistics for every ``p`` up to the range the
-analysis uses), ``table.csv`` and ``table.md``.
+Results go to ``--output-dir`` (default ``results/calibrate_auto_rank``):
+``results.json`` (every scalar, the analysis and the run record),
+``curves.json.gz`` (gzipped JSON, not kept in git: per seed and draw, the
+error ratio and the residual statistics for every ``p`` up to the range the
+analysis uses), ``table.csv`` and ``table.md``; the headline (per sampler:
+the current constant, the constant each problem needs, the worst error
+ratio of the automatic rank) is appended to
+``results/calibrate_auto_rank/history.jsonl``.  One process on one BLAS
+thread: a calibration, whose timings are not the point.
 
 Usage::
 
@@ -36,29 +41,30 @@ Usage::
 import argparse
 import csv
 import math
-import platform
 import time
-from pathlib import Path
 
 import numpy as np
-import sklearn
 from _common import (
     DEFAULT_LAMBDAS,
     SpectralKRR,
     best_penalty,
     format_table,
-    git_state,
     in_sample_error,
     make_problems,
     nested_factor,
     prefix_path,
     smallest_sufficient_rank,
+)
+from _harness import (
+    add_arguments,
+    append_history,
+    start_run,
     write_json,
+    write_results,
 )
 from sklearn.linear_model import Ridge
 from threadpoolctl import threadpool_limits
 
-import sklearn_dof
 from sklearn_dof import SAMPLING_RULES, DoFNystroem, estimate_degrees_of_freedom
 
 # The current constants of n_components="auto" (ceil(c * d_max) for the
@@ -83,7 +89,7 @@ CANDIDATES = {
     "pivoted": (1.0, 1.25, 1.5, 1.75, 2.0),
 }
 CANDIDATE_OFFSETS = (0, 1, 2, 4)
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "calibrate_auto_rank"
+BENCHMARK = "calibrate_auto_rank"
 
 
 def _dof_move(stats):
@@ -528,7 +534,7 @@ def main(argv=None):
     parser.add_argument(
         "--quick", action="store_true", help="n in {500, 1000}, fewer seeds"
     )
-    parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
+    add_arguments(parser, BENCHMARK, threads=None, child=False)
     parser.add_argument(
         "--seeds", type=int, default=None, help="number of seeds (20, quick: 3)"
     )
@@ -553,7 +559,30 @@ def main(argv=None):
         run(args)
 
 
+def headline(payload):
+    """Per sampler: the current constant and, with it, the worst error ratio,
+    the problems that fail and the median and max ``p / p_min``; the constant
+    the problems need (offset 0) and the range of ``p_min / d_max``."""
+    analysis, problems = payload["analysis"], payload["problems"]
+    out = {"mode": payload["config"]["mode"], "problems": len(problems)}
+    for s in SAMPLINGS:
+        current = analysis["current"][s]
+        needed = [r[f"p_min_over_d_max_{s}"] for r in problems]
+        needed = [v for v in needed if v is not None]
+        out[s] = {
+            "c": current["c"],
+            "ratio_max": current["ratio_max"],
+            "failing": current["n_problems_failing"],
+            "p_over_p_min_median": current["p_over_p_min"]["median"],
+            "p_over_p_min_max": current["p_over_p_min"]["max"],
+            "c_required": analysis["constant"][s]["0"].get("c_required"),
+            "p_min_over_d_max": [min(needed, default=None), max(needed, default=None)],
+        }
+    return out
+
+
 def run(args):
+    record = start_run(args.blas_threads)
     ns = (500, 1000) if args.quick else (500, 1000, 2000)
     n_seeds = args.seeds or (3 if args.quick else 20)
     n_draws = args.draws or (3 if args.quick else 8)
@@ -614,13 +643,6 @@ def run(args):
         "eps_grid": EPS_GRID,
         "current_constants": {"factor": AUTO_RANK_FACTOR, "offset": AUTO_RANK_OFFSET},
         "elapsed_seconds": elapsed,
-        "git": git_state(),
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scikit-learn": sklearn.__version__,
-            "sklearn_dof": sklearn_dof.__version__,
-        },
     }
     scalar_rows = [
         {k: v for k, v in row.items() if not k.startswith("mean_ratio_curve")}
@@ -634,15 +656,13 @@ def run(args):
         }
         for row, records in zip(rows, per_seed, strict=True)
     ]
-    write_json(
-        args.output_dir / "results.json",
-        {
-            "config": config,
-            "problems": scalar_rows,
-            "analysis": analysis,
-            "per_seed": seeds_out,
-        },
-    )
+    payload = {
+        "config": config,
+        "problems": scalar_rows,
+        "analysis": analysis,
+        "per_seed": seeds_out,
+    }
+    write_results(args.output_dir / "results.json", payload, record)
     curves_out = [
         {
             "problem": row["problem"],
@@ -678,6 +698,13 @@ def run(args):
         stream.write(format_table(rows, TABLE_COLUMNS, markdown=True))
         stream.write("\n\n" + TABLE_LEGEND.replace("\n", " ").strip())
         stream.write("\n\n```\n" + text + f"\n\nTotal time {elapsed:.0f}s\n```\n")
+    append_history(
+        args.output_dir,
+        BENCHMARK,
+        record,
+        headline(payload),
+        results=args.output_dir / "results.json",
+    )
 
 
 def _round(values, key):

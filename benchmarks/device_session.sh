@@ -4,7 +4,10 @@
 # internet): issue 20's GPU table, then issue 19's thread scaling.  Writes
 # everything under $OUT; each part has its own time limit (GPU_LIMIT=0
 # skips the GPU part), and each benchmark appends its results to
-# progress.jsonl as they come.
+# progress.jsonl as they come.  Each benchmark also writes its run record
+# (results.json, "run") and its history line (history.jsonl) beside its
+# results: copy the files into benchmarks/results/<benchmark>/... and append
+# the line to benchmarks/results/<benchmark>/history.jsonl.
 #
 #   OUT=/tmp/out bash benchmarks/device_session.sh
 #   OUT=/tmp/out GPU_LIMIT=0 WM_COMPARE= bash benchmarks/device_session.sh

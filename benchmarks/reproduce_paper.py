@@ -51,16 +51,14 @@ import argparse
 import csv
 import json
 import math
-import platform
-import sys
 import time
 from pathlib import Path
 
 import matplotlib
 import matplotlib.ticker
 import numpy as np
-import sklearn
-from _common import SpectralKRR, git_state, make_problems, write_json
+from _common import SpectralKRR, make_problems
+from _harness import append_history, results_dir, start_run, write_json
 from _paper import (
     DECAYS,
     LOG_LAMBDA_GRID,
@@ -90,7 +88,6 @@ from sklearn.linear_model import Ridge
 from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
-import sklearn_dof
 from sklearn_dof import DoFNystroem
 
 matplotlib.use("Agg")
@@ -98,7 +95,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 PARTS = ("figure1", "figure2", "figure3", "table1", "auto_rank")
 SAMPLINGS = ("uniform", "pivoted")
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "paper"
+# (named "paper", not after the script: the docs show its figures)
+BENCHMARK = "paper"
+DEFAULT_OUTPUT = results_dir(BENCHMARK)
 
 SETTINGS = {
     "quick": {
@@ -1101,11 +1100,7 @@ def run(args):
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = _previous_results(out_dir / "results.json", mode)
     # The library is imported now: record the code it comes from now.
-    this_run = {
-        "started": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-        "command": " ".join(sys.argv),
-        "git": git_state(),
-    }
+    this_run = start_run(args.blas_threads)
     timer = Timer()
     start = time.perf_counter()
     results = {}
@@ -1171,18 +1166,61 @@ def run(args):
         "real_lambdas": REAL_LAMBDAS,
         "blas_threads": args.blas_threads,
         "timings": timings,
-        # one entry per invocation that wrote into this results.json
+        # one entry per invocation that wrote into this results.json (its
+        # commit, date, machine and versions: the harness's run record)
         "runs": [*before.get("runs", []), this_run],
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "scikit-learn": sklearn.__version__,
-            "sklearn_dof": sklearn_dof.__version__,
-        },
     }
-    write_json(out_dir / "results.json", results)
+    write_json(out_dir / "results.json", {**results, "run": this_run})
+    append_history(
+        out_dir,
+        BENCHMARK,
+        this_run,
+        headline(results, sorted(needed)),
+        results=out_dir / "results.json",
+    )
     print(f"Total {elapsed:.0f}s; outputs in {out_dir}", flush=True)
     return results
+
+
+def headline(results, parts):
+    """The figures the README quotes, of the parts this run made: Figure 1's
+    sufficient ranks (prediction, trace and operator norms), Table 1's
+    fitted exponents, the automatic rank's verdict per sampler."""
+    out = {"mode": results["config"]["mode"], "parts": parts}
+    if "figure1" in parts:
+        fig1 = results["figure1"]
+        out["figure1"] = {
+            s: [
+                fig1[s]["p_excess_below_1pct"],
+                fig1[s]["p_trace_below_1pct"],
+                fig1[s]["p_operator_below_1pct"],
+            ]
+            for s in SAMPLINGS
+        }
+    if "table1" in parts:
+        out["table1"] = {
+            r["pair"]: [
+                r["lambda_fitted"],
+                r["error_fitted"],
+                r["d_ave_fitted"],
+            ]
+            for r in results["table1"]["rows"]
+        }
+    if "auto_rank" in parts:
+        out["auto_rank"] = {
+            s: {
+                k: v[k]
+                for k in (
+                    "n_problems",
+                    "n_within_1pct",
+                    "worst_ratio",
+                    "p_over_p_min_median",
+                    "p_over_p_min_max",
+                )
+            }
+            for s, v in results["auto_rank"]["verdict"].items()
+        }
+    return out
 
 
 if __name__ == "__main__":
