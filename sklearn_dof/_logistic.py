@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -37,13 +37,15 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     approximates ``k(x, x')``, this approximates kernel logistic regression
     with the RKHS penalty ``(alpha / 2) ||f||^2``.
 
-    The number of features ``p`` being of the order of the degrees of
-    freedom, each Newton step forms and Cholesky-factors the
-    ``(m (p + 1))^2`` Hessian (``m = 1`` for two classes, else the number of
-    classes) in ``O(n (m p)^2 + (m p)^3)``; the solver needs a handful of
-    steps whatever ``alpha``, where first-order methods slow down as
-    ``alpha`` shrinks.  When the Hessian would exceed ``max_hessian_bytes``
-    the steps come from Hessian-free Newton-CG instead.
+    The solver is Newton's method, which needs a handful of steps whatever
+    ``alpha``, where first-order methods slow down as ``alpha`` shrinks.
+    For two classes each step forms and Cholesky-factors the ``(p + 1)^2``
+    Hessian in ``O(n p^2 + p^3)``.  For ``m`` classes, or a Hessian over
+    ``max_hessian_bytes``, each step is solved by conjugate gradients on
+    products with the Hessian, ``O(n p m)`` each, preconditioned by the
+    features' Gram matrix and, where the curvature is uneven, by the
+    Hessian's per-class blocks (Newton-CG), where forming the multinomial
+    Hessian would cost ``O(n (m p)^2)`` per step.
 
     Parameters
     ----------
@@ -94,11 +96,22 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     max_iter : int, default=100
         Maximal number of Newton steps.
     max_hessian_bytes : int, default=2**28
-        Memory budget (256 MiB) of the Hessian; beyond it the Newton steps
-        are computed by conjugate gradient on Hessian-vector products,
-        preconditioned by the per-class diagonal blocks of the Hessian if
-        they fit in the budget and by its diagonal otherwise (which can need
-        many steps for a very small ``alpha``).
+        Memory budget (256 MiB) of the two-class Hessian, beyond which the
+        steps come from Newton-CG, and of Newton-CG's preconditioner: the
+        eigenvectors of the features' Gram matrix, then, if a step needs
+        many products (a small ``alpha``), the per-class diagonal blocks of
+        the Hessian, when those fit in the budget; otherwise the Hessian's
+        diagonal (which can need many products for a very small
+        ``alpha``).
+    solver : {"auto", "newton-cholesky", "newton-cg"}, default="auto"
+        How each Newton step is solved.  ``"newton-cholesky"`` forms and
+        factors the ``(m (p + 1))^2`` Hessian (whatever
+        ``max_hessian_bytes``); ``"newton-cg"`` runs preconditioned
+        conjugate gradients on Hessian-vector products.  ``"auto"``:
+        Cholesky for two classes whose Hessian fits ``max_hessian_bytes``,
+        Newton-CG otherwise, which for more classes took from a fifth to a
+        thirty-second of the Cholesky steps' time (measured in
+        :ref:`logistic <logistic>`).
     random_state : int, RandomState instance or None, default=None
         Seed of the landmark sampling.
     n_jobs : int, default=None
@@ -131,7 +144,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     n_iter_ : ndarray of shape (1,)
         Number of Newton steps.
     solver_ : {"newton-cholesky", "newton-cg"}
-        Inner solver used, by ``max_hessian_bytes``.
+        Inner solver used (see ``solver``).
     n_components_ : int
         Number of Nystroem features.
     dof_ : float
@@ -182,6 +195,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         "tol": [Interval(Real, 0, None, closed="neither")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "max_hessian_bytes": [Interval(Real, 0, None, closed="left")],
+        "solver": [StrOptions({"auto", "newton-cholesky", "newton-cg"})],
     }
 
     def __init__(
@@ -201,6 +215,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         tol=1e-8,
         max_iter=100,
         max_hessian_bytes=DEFAULT_MAX_HESSIAN_BYTES,
+        solver="auto",
         random_state=None,
         n_jobs=None,
         verbose=0,
@@ -219,6 +234,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         self.tol = tol
         self.max_iter = max_iter
         self.max_hessian_bytes = max_hessian_bytes
+        self.solver = solver
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
@@ -274,6 +290,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             tol=self.tol,
             max_iter=self.max_iter,
             max_hessian_bytes=self.max_hessian_bytes,
+            inner_solver=self.solver.removeprefix("newton-"),
         )
         self._store_newton(result, features, progress)
         return self

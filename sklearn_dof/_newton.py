@@ -1,9 +1,9 @@
 """Newton solver for L2-penalised binary and multinomial logistic regression.
 
 Pure functions on a dense feature matrix ``Phi`` (n x p), meant for Nystroem
-features, where ``p`` is of the order of the degrees of freedom and the
-``p x p`` Hessian is cheap to form and factor.  With ``C = 1 / alpha`` the
-objective is the one of :class:`sklearn.linear_model.LogisticRegression`,
+features, where ``p`` is of the order of the degrees of freedom.  With
+``C = 1 / alpha`` the objective is the one of
+:class:`sklearn.linear_model.LogisticRegression`,
 
 .. math::
 
@@ -15,10 +15,11 @@ negative log-likelihood.  Like scikit-learn, the solver works on that
 objective divided by ``sum_i w_i``, so that ``tol`` has the same meaning as
 in ``LogisticRegression(solver="newton-cholesky")``.
 
-Each iteration computes the Newton step, by a Cholesky factorisation of the
-Hessian when it fits in ``max_hessian_bytes`` and otherwise by preconditioned
-conjugate gradient on Hessian-vector products (Newton-CG, never forming the
-Hessian), then backtracks until the Armijo condition holds.
+Each iteration computes the Newton step by a Cholesky factorisation of the
+Hessian (two classes whose Hessian fits ``max_hessian_bytes``) or by
+preconditioned conjugate gradient on Hessian-vector products (Newton-CG,
+never forming the Hessian), then backtracks until the Armijo condition
+holds.
 """
 
 import math
@@ -36,7 +37,8 @@ from . import _tiles
 from ._blocks import FeatureBlocks
 from ._validation import user_stacklevel
 
-# 256 MiB: a Hessian of side K (p + 1) up to 5792 is formed and factored.
+# 256 MiB: per-class blocks of side p + 1 of total size up to 256 MiB
+# precondition Newton-CG (e.g. p up to 5,791 for two classes).
 DEFAULT_MAX_HESSIAN_BYTES = 2**28
 
 # Backtracking line search of scikit-learn's NewtonSolver: step halving and
@@ -116,6 +118,7 @@ class _Problem:
         self.free = np.ones((self.m, self.q), dtype=bool)
         if fit_intercept and not self.binary:
             self.free[-1, -1] = False
+        self._gram_eigh = None
 
     def project(self, V):
         """Orthogonal projection on ``{V : sum_k V[k] = 0}`` (multinomial).
@@ -222,14 +225,14 @@ class _Problem:
 
         return list(self.features.reduce(statistic, D))
 
-    def _class_curvature(self, P):
+    def class_curvature(self, P):
         """``s_i P_ik (1 - P_ik)``, the curvature of each class alone, (n, m)."""
         return self.s[:, None] * P * (1.0 - P)
 
     def hessian_diagonal(self, P):
         """Diagonal of the Hessian, shape (m, q), in O(n p m)."""
         p = self.p
-        curv = self._class_curvature(P)
+        curv = self.class_curvature(P)
         diag = np.empty((self.m, self.q))
         diag[:, :p] = (
             self.features.reduce(
@@ -249,7 +252,7 @@ class _Problem:
         the ill-conditioning in feature space (small ``alpha``), which the
         diagonal does not.  ``None`` if a block cannot be factored.
         """
-        curv = self._class_curvature(P)
+        curv = self.class_curvature(P)
         factors = []
         for block in self._weighted_grams(curv):
             block[np.diag_indices(self.p)] += self.lam
@@ -260,18 +263,54 @@ class _Problem:
         return factors
 
     def hessp(self, V, P):
-        """Hessian times ``V`` (shape (m, q)) in O(n p m), without the Hessian."""
+        """Hessian times ``V`` (shape (m, q)) in O(n p m), without the Hessian.
+
+        One pass over the features: each block's decision values and its
+        share of ``S^T Phi`` are computed while the block is at hand, so
+        features computed on the fly from the kernel are computed once per
+        product, not twice.
+        """
         p = self.p
-        U = self.raw(V)
-        if self.binary:
-            S = self.s[:, None] * P * (1.0 - P) * U
-        else:
-            S = (self.s[:, None] * P) * (U - (P * U).sum(axis=1, keepdims=True))
+        coef_t = V[:, :p].T.copy()
+        intercept = V[:, p] if self.fit_intercept else 0.0
+        binary = self.binary
+
+        def statistic(Phi_b, P_b, s_b):
+            U = (Phi_b @ coef_t.astype(Phi_b.dtype)).astype(np.float64, copy=False)
+            U += intercept
+            if binary:
+                S = s_b[:, None] * P_b * (1.0 - P_b) * U
+            else:
+                S = (s_b[:, None] * P_b) * (U - (P_b * U).sum(axis=1, keepdims=True))
+            return (S.T @ Phi_b).astype(np.float64, copy=False), S.sum(axis=0)
+
+        SPhi, S_sum = self.features.reduce(statistic, P, self.s)
         out = np.empty_like(V)
-        out[:, :p] = self._rmatmul(S) + self.lam * V[:, :p]
+        out[:, :p] = SPhi + self.lam * V[:, :p]
         if self.fit_intercept:
-            out[:, p] = S.sum(axis=0)
+            out[:, p] = S_sum
         return out
+
+    def gram_eigh(self):
+        """Eigendecomposition of ``Xa^T diag(s) Xa``, computed once.
+
+        ``Xa`` is ``Phi`` with a column of ones when there is an intercept.
+        Returns the eigenvalues (clipped at zero), the eigenvectors ``U``
+        and the penalty's diagonal in their basis, ``diag(U^T D U)`` with
+        ``D`` the penalty's diagonal (no penalty on the intercept).
+        """
+        if self._gram_eigh is None:
+            gram = self._weighted_grams(self.s[:, None])[0]
+            eigvals, U = linalg.eigh(gram, check_finite=False)
+            penalty = np.full(self.q, self.lam)
+            if self.fit_intercept:
+                penalty[self.p] = 0.0
+            self._gram_eigh = (
+                np.maximum(eigvals, 0.0),
+                U,
+                np.einsum("ij,i,ij->j", U, penalty, U),
+            )
+        return self._gram_eigh
 
 
 def _cho_factor(H):
@@ -304,25 +343,34 @@ def _cholesky_step(H, g):
     return d if np.all(np.isfinite(d)) else None
 
 
-def _cg_step(hessp, g, precond, rtol, max_iter):
+def _cg_step(hessp, g, precond, rtol, max_iter, d=None):
     """Preconditioned CG for ``H d = -g``, stopped at ``||r|| <= rtol ||g||``.
 
     ``precond(r)`` applies the (symmetric positive semi-definite)
-    preconditioner.  Started at zero, every iterate is a descent direction;
-    the loop also stops on (numerically) non-positive curvature.
+    preconditioner; ``d`` is a starting point (zero by default).  Started at
+    zero, every iterate is a descent direction; the loop also stops on
+    (numerically) non-positive curvature.  Returns the step and whether it
+    met the tolerance (or met non-positive curvature) within ``max_iter``.
     """
-    d = np.zeros_like(g)
-    r = -g.copy()
+    if d is None:
+        d = np.zeros_like(g)
+        r = -g.copy()
+    else:
+        d = d.copy()
+        r = -g - hessp(d)
     z = precond(r)
     direction = z.copy()
     rz = float(r @ z)
     target = rtol * float(np.linalg.norm(g))
+    done = False
     for _ in range(max_iter):
         if float(np.linalg.norm(r)) <= target:
+            done = True
             break
         Hd = hessp(direction)
         curvature = float(direction @ Hd)
         if curvature <= 0.0:
+            done = True
             break
         step = rz / curvature
         d += step * direction
@@ -331,44 +379,106 @@ def _cg_step(hessp, g, precond, rtol, max_iter):
         rz_new = float(r @ z)
         direction = z + (rz_new / rz) * direction
         rz = rz_new
+    else:
+        done = float(np.linalg.norm(r)) <= target
     if not d.any():
         d = -precond(g)
-    return d
+    return d, done
 
 
-def _newton_cg_step(problem, g, P, block_jacobi):
-    """Newton step of ``problem`` at probabilities ``P`` by preconditioned CG.
+class _Preconditioner:
+    """The preconditioner of the Newton-CG steps of one fit.
 
-    Preconditioned by the per-class diagonal blocks of the Hessian
-    (``block_jacobi``) or by its diagonal; for a multinomial problem
-    everything stays in the subspace of :meth:`_Problem.project`.  Forcing
-    ``min(0.5, ||g||)``.
+    It starts with the Gram matrix's eigendecomposition: block ``k`` of the
+    Hessian, ``Xa^T diag(s c_k) Xa + lam`` (the whole Hessian for two
+    classes), is replaced by ``cbar_k Xa^T diag(s) Xa + lam``, with
+    ``cbar_k`` the class's mean curvature, which one eigendecomposition per
+    fit inverts for every class and every step in ``O(m q^2)``.  It holds
+    the feature space's conditioning; it misses how the curvature
+    concentrates on the rows still in doubt, which matters at small
+    ``alpha``.  So once a step's CG has used as many products with the
+    Hessian as forming the exact per-class blocks costs, it switches to
+    block-Jacobi with those blocks for the rest of the fit: rent until the
+    rent paid equals the price, then buy, and the fit costs at most about
+    twice what the better of the two would have.  The price: ``m n q^2``
+    flops of the blocks, at the BLAS's compute rate, against two passes
+    over the ``n x q`` features per product, at the memory's bandwidth:
+    about ``m q / 48`` products on this 2-core machine, measured ``m q /
+    80`` (pendigits, ``m = 10``, ``q = 1025``: 125 products; ijcnn1, ``m =
+    1``: 17), which is the switch.  With more cores the compute rate grows
+    faster than the bandwidth, the blocks get cheaper, and the switch comes
+    late, not early.  Pendigits at ``p = 1024``, ``alpha = 1``: 13.3 s with
+    the blocks at every step, 3.4 s with the switch (it never switched); at
+    ``p = 512``, ``alpha = 1e-3``: 6.6 s and 6.0 s, 28 s with the Gram's
+    alone.
+
+    Without room in ``max_hessian_bytes`` for the Gram matrix (``8 q^2``
+    bytes) the Hessian's diagonal; without room for the blocks (``8 m
+    q^2``), no switch.
     """
-    shape = (problem.m, problem.q)
-    blocks = problem.class_blocks(P) if block_jacobi else None
-    if blocks is None:
-        diagonal = problem.hessian_diagonal(P)
 
-    def hessp(v):
-        return problem.project(problem.hessp(v.reshape(shape), P)).ravel()
+    def __init__(self, problem, max_hessian_bytes):
+        self.problem = problem
+        q, m = problem.q, problem.m
+        self.can_block = 8 * m * q**2 <= max_hessian_bytes
+        self.mode = "gram" if 8 * q**2 <= max_hessian_bytes else "diagonal"
+        self.switch_after = max(10, m * q // 80)
 
-    def apply_precond(r):
-        R = r.reshape(shape)
-        if blocks is None:
-            Z = R / diagonal
-        else:
-            Z = np.stack(
-                [
-                    linalg.cho_solve(f, R[k], check_finite=False)
-                    for k, f in enumerate(blocks)
-                ]
+    def step(self, g, P):
+        """Newton step at probabilities ``P`` and (projected) gradient ``g``,
+        forcing ``min(0.5, sqrt(||g||))``."""
+        problem = self.problem
+        shape = (problem.m, problem.q)
+
+        def hessp(v):
+            return problem.project(problem.hessp(v.reshape(shape), P)).ravel()
+
+        rtol = min(0.5, math.sqrt(float(np.linalg.norm(g))))
+        max_iter = max(10, g.size)
+        d = None
+        if self.mode == "gram" and self.can_block:
+            d, done = _cg_step(
+                hessp, g, self._apply(P), rtol, min(max_iter, self.switch_after)
             )
-        return problem.project(Z).ravel()
+            if done:
+                return d
+            self.mode = "blocks"
+        d, _ = _cg_step(hessp, g, self._apply(P), rtol, max_iter, d=d)
+        return d
 
-    g_norm = float(np.linalg.norm(g))
-    return _cg_step(
-        hessp, g, apply_precond, rtol=min(0.5, g_norm), max_iter=max(10, g.size)
-    )
+    def _apply(self, P):
+        problem = self.problem
+        shape = (problem.m, problem.q)
+        if self.mode == "blocks":
+            blocks = problem.class_blocks(P)
+            if blocks is None:
+                self.mode = "diagonal"
+        if self.mode == "diagonal":
+            diagonal = problem.hessian_diagonal(P)
+
+            def solve(R):
+                return R / diagonal
+
+        elif self.mode == "blocks":
+
+            def solve(R):
+                return np.stack(
+                    [
+                        linalg.cho_solve(f, R[k], check_finite=False)
+                        for k, f in enumerate(blocks)
+                    ]
+                )
+
+        else:
+            eigvals, U, penalty = problem.gram_eigh()
+            mean_curvature = problem.class_curvature(P).sum(axis=0)
+            scales = mean_curvature[:, None] * eigvals + penalty
+            scales = np.maximum(scales, np.finfo(float).tiny)
+
+            def solve(R):
+                return ((R @ U) / scales) @ U.T
+
+        return lambda r: problem.project(solve(r.reshape(shape))).ravel()
 
 
 @validate_params(
@@ -409,13 +519,16 @@ def logistic_newton(
     makes strictly convex in the coefficients.
 
     Each iteration solves ``H d = -g`` for the Newton step and backtracks
-    along ``d`` (Armijo).  ``H`` is formed and Cholesky-factored when its
-    ``(m (p + 1))^2`` float64 entries (``m = 1`` for two classes, else the
-    number of classes) fit in ``max_hessian_bytes``, in
-    ``O(n (m p)^2 + (m p)^3)``; otherwise the step comes from preconditioned
-    conjugate gradient on Hessian-vector products, ``O(n p m)`` each, with
-    the truncated-Newton forcing ``||H d + g|| <= min(0.5, ||g||) ||g||``
-    (quadratic convergence, like exact Newton steps).
+    along ``d`` (Armijo).  For more than two classes, or two whose Hessian
+    exceeds ``max_hessian_bytes`` (:func:`auto_inner_solver`), the step
+    comes from preconditioned conjugate gradient on Hessian-vector
+    products, ``O(n p m)`` each, with
+    the truncated-Newton forcing ``||H d + g|| <= min(0.5, sqrt(||g||)) ||g||``
+    (superlinear convergence; on pendigits at ``p = 1024`` the same six
+    Newton steps as the forcing ``min(0.5, ||g||)`` of quadratic
+    convergence, with 70 products instead of 126), preconditioned as
+    :class:`_Preconditioner` says; otherwise ``H`` is formed and
+    Cholesky-factored, in ``O(n (m p)^2 + (m p)^3)``.
 
     The iteration stops, as scikit-learn's ``newton-cholesky`` does, when
     ``max |gradient| <= tol`` and half the squared Newton decrement
@@ -442,12 +555,13 @@ def logistic_newton(
     max_iter : int, default=100
         Maximal number of Newton steps.
     max_hessian_bytes : float, default=2**28
-        Memory budget of the Hessian; beyond it the steps come from
-        Hessian-free Newton-CG, preconditioned by the per-class diagonal
-        blocks of the Hessian when they fit in the budget (several classes)
-        and by its diagonal otherwise.
+        Memory budget of the Hessian of two classes (beyond it, Newton-CG)
+        and of Newton-CG's preconditioner: the Gram matrix and the per-class
+        diagonal blocks of the Hessian when they fit in it, else the
+        Hessian's diagonal (see :class:`_Preconditioner`).  A forced
+        Cholesky inner solver forms the Hessian whatever the budget.
     inner_solver : {"auto", "cholesky", "cg"}, default="auto"
-        Force the inner solver; ``"auto"`` decides by ``max_hessian_bytes``.
+        The inner solver; ``"auto"``: :func:`auto_inner_solver`.
 
     Returns
     -------
@@ -529,8 +643,9 @@ def logistic_newton(
         Phi = FeatureBlocks.from_array(Phi)
     problem = _Problem(Phi, y, n_classes, alpha, sample_weight, fit_intercept)
     if inner_solver == "auto":
-        nbytes = hessian_nbytes(problem.p, n_classes, fit_intercept)
-        inner_solver = "cholesky" if nbytes <= max_hessian_bytes else "cg"
+        inner_solver = auto_inner_solver(
+            problem.p, n_classes, fit_intercept, max_hessian_bytes
+        )
 
     theta = np.zeros((problem.m, problem.q))
     if fit_intercept:
@@ -543,13 +658,11 @@ def logistic_newton(
         else:
             theta[:, -1] = np.log(freq) - np.log(freq).mean()
 
-    # Newton-CG is preconditioned by the per-class blocks of the Hessian when
-    # they fit in the budget (never for two classes: the block is the Hessian).
-    block_jacobi = (
-        not problem.binary and 8 * problem.m * problem.q**2 <= max_hessian_bytes
+    preconditioner = (
+        _Preconditioner(problem, max_hessian_bytes) if inner_solver == "cg" else None
     )
     theta, n_iter, converged = _newton_loop(
-        problem, theta, tol, max_iter, inner_solver, block_jacobi
+        problem, theta, tol, max_iter, preconditioner
     )
 
     coef = theta[:, : problem.p].copy()
@@ -562,8 +675,32 @@ def logistic_newton(
     return NewtonResult(coef, intercept, n_iter, converged, inner_solver)
 
 
-def _newton_loop(problem, theta, tol, max_iter, inner_solver, block_jacobi):
-    if inner_solver == "cholesky":
+def auto_inner_solver(n_features, n_classes, fit_intercept, max_hessian_bytes):
+    """``"cholesky"`` for two classes whose Hessian fits
+    ``max_hessian_bytes``, else ``"cg"``.
+
+    With ``m`` classes and ``q = p + 1`` parameters per class, forming the
+    multinomial Hessian costs ``n q^2 m (m + 1) / 2`` flops per Newton step
+    and factoring it ``(m q)^3 / 3``, against ``4 n q m`` per product with
+    the Hessian in Newton-CG: from three classes on, Newton-CG took from a
+    fifth to a thirty-second of the Cholesky steps' time for the same steps
+    and coefficients (``benchmarks/bench_logistic_solvers.py``,
+    doc/logistic.rst).  For two classes Newton-CG took 0.78 to 1.04 times
+    the Cholesky steps' time on a9a and ijcnn1 (``p`` = 256 to 1,024,
+    ``alpha`` = 1e-3 to 1), but nearly unpenalised (``alpha = 1e-8``) it
+    stopped 2e-8 above the optimum of the objective divided by ``n`` at
+    ``tol = 1e-8``, where the Cholesky steps, whose Newton decrement is
+    exact, do not: Cholesky it stays.
+    """
+    if n_classes > 2:
+        return "cg"
+    nbytes = hessian_nbytes(n_features, n_classes, fit_intercept)
+    return "cholesky" if nbytes <= max_hessian_bytes else "cg"
+
+
+def _newton_loop(problem, theta, tol, max_iter, preconditioner):
+    """Newton steps (Cholesky when ``preconditioner`` is None) with line search."""
+    if preconditioner is None:
         free = problem.free
     else:
         free = np.ones_like(problem.free)
@@ -577,7 +714,7 @@ def _newton_loop(problem, theta, tol, max_iter, inner_solver, block_jacobi):
     failure = None
     while n_iter < max_iter:
         g = grad[free]
-        if inner_solver == "cholesky":
+        if preconditioner is None:
             H = problem.hessian(P)
             if not free.all():
                 index = np.flatnonzero(free.ravel())
@@ -585,7 +722,7 @@ def _newton_loop(problem, theta, tol, max_iter, inner_solver, block_jacobi):
             step = _cholesky_step(H, g)
         else:
             g = problem.project(grad).ravel()
-            step = _newton_cg_step(problem, g, P, block_jacobi)
+            step = preconditioner.step(g, P)
         if step is None:
             failure = "the Hessian could not be factored"
             break

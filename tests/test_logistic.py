@@ -13,6 +13,8 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
+from sklearn_dof import _newton
+from sklearn_dof._blocks import FeatureBlocks
 from sklearn_dof._logistic import DoFKernelLogisticRegression
 from sklearn_dof._newton import hessian_nbytes, logistic_newton
 
@@ -70,13 +72,18 @@ def _reference(Phi, y, alpha, fit_intercept, sample_weight, **kwargs):
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("alpha", [1.0, 1e-2])
-@pytest.mark.parametrize("max_hessian_bytes", [2**28, 0])
+@pytest.mark.parametrize(
+    "solver, max_hessian_bytes",
+    [("auto", 2**28), ("auto", 0), ("newton-cholesky", 2**28)],
+)
 def test_matches_sklearn_newton_cholesky(
-    n_classes, fit_intercept, weighted, alpha, max_hessian_bytes
+    n_classes, fit_intercept, weighted, alpha, solver, max_hessian_bytes
 ):
     # Same objective as LogisticRegression(C=1/alpha) on the same features;
     # scikit-learn >= 1.6 fits multiclass newton-cholesky as a multinomial.
-    # max_hessian_bytes=0 forces the Hessian-free Newton-CG steps.
+    # "auto" is Newton-CG from three classes on or when the Hessian is over
+    # max_hessian_bytes; =0 also leaves it the Hessian's diagonal as its
+    # preconditioner.
     X, y, weights = _problem(n_classes)
     sample_weight = weights if weighted else None
     clf = DoFKernelLogisticRegression(
@@ -86,9 +93,11 @@ def test_matches_sklearn_newton_cholesky(
         fit_intercept=fit_intercept,
         tol=1e-10,
         max_hessian_bytes=max_hessian_bytes,
+        solver=solver,
         random_state=0,
     ).fit(X, y, sample_weight=sample_weight)
-    assert clf.solver_ == ("newton-cg" if max_hessian_bytes == 0 else "newton-cholesky")
+    cholesky = solver != "auto" or (n_classes == 2 and max_hessian_bytes > 0)
+    assert clf.solver_ == ("newton-cholesky" if cholesky else "newton-cg")
     Phi = clf.nystroem_.transform(X)
     ref = _reference(Phi, y, alpha, fit_intercept, sample_weight)
 
@@ -101,20 +110,82 @@ def test_matches_sklearn_newton_cholesky(
     assert clf.n_iter_[0] <= 15
 
 
-@pytest.mark.parametrize("max_hessian_bytes", [2**20, 2**17])
+@pytest.mark.parametrize("max_hessian_bytes", [2**20, 2**17, 2**12])
 def test_newton_cg_on_many_classes_matches_cholesky(max_hessian_bytes):
-    # A Hessian over the budget (5 classes x 81 parameters: 1.3 MB); its
-    # 5 diagonal blocks (262 kB) fit in 1 MiB (block-Jacobi preconditioner),
-    # not in 128 kiB (diagonal preconditioner).
+    # Forced Cholesky steps against Newton-CG ("auto"); a Hessian over the
+    # budget (5 classes x 81 parameters: 1.3 MB).  In 1 MiB the Gram matrix
+    # (52 kB) and the 5 diagonal blocks (262 kB) fit (the switch to
+    # block-Jacobi is open), in 128 kiB only the Gram matrix, in 4 kiB
+    # neither (the Hessian's diagonal).
     X, y, weights = _problem(5, n_samples=400)
     params = dict(alpha=1e-2, gamma=0.2, n_components=80, tol=1e-10, random_state=0)
-    chol = DoFKernelLogisticRegression(**params).fit(X, y, sample_weight=weights)
+    chol = DoFKernelLogisticRegression(solver="newton-cholesky", **params)
+    chol.fit(X, y, sample_weight=weights)
     cg = DoFKernelLogisticRegression(max_hessian_bytes=max_hessian_bytes, **params)
     cg.fit(X, y, sample_weight=weights)
     assert hessian_nbytes(80, 5) > max_hessian_bytes
     assert (chol.solver_, cg.solver_) == ("newton-cholesky", "newton-cg")
     assert_allclose(cg.coef_, chol.coef_, rtol=0, atol=1e-6)
     assert_allclose(cg.intercept_, chol.intercept_, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "n_classes, solver, expected",
+    [
+        (2, "auto", "newton-cholesky"),
+        (3, "auto", "newton-cg"),
+        (2, "newton-cg", "newton-cg"),
+        (3, "newton-cholesky", "newton-cholesky"),
+    ],
+)
+def test_solver_parameter_picks_the_newton_step(n_classes, solver, expected):
+    # "auto": Cholesky steps for two classes (the Hessian fits the budget),
+    # Newton-CG from three classes on; either can be forced, and both reach
+    # the same coefficients.
+    X, y, _ = _problem(n_classes)
+    params = dict(alpha=1e-2, gamma=0.2, n_components=40, tol=1e-10, random_state=0)
+    clf = DoFKernelLogisticRegression(solver=solver, **params).fit(X, y)
+    assert clf.solver_ == expected
+    other = {"newton-cholesky": "newton-cg", "newton-cg": "newton-cholesky"}
+    ref = DoFKernelLogisticRegression(solver=other[expected], **params).fit(X, y)
+    assert ref.solver_ == other[expected]
+    assert_allclose(clf.coef_, ref.coef_, rtol=0, atol=1e-6)
+    assert_allclose(clf.intercept_, ref.intercept_, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("n_classes", [3, 4])
+def test_newton_cg_buys_the_blocks_only_when_curvature_is_uneven(n_classes):
+    # At alpha = 10 the Gram matrix's preconditioner resolves every step
+    # within the switch's budget of products (16 products in all with 3
+    # classes); nearly unpenalised, a step outruns it and the rest of the
+    # fit runs on the Hessian's blocks.  The probabilities are the Cholesky
+    # steps' either way.
+    X, y, _ = _problem(n_classes, n_samples=600)
+    Phi = DoFKernelLogisticRegression(gamma=0.2, n_components=60, random_state=0)
+    Phi = Phi.fit(X, y).nystroem_.transform(X)
+    modes = {}
+    for alpha in (10.0, 1e-6):
+        problem = _newton._Problem(
+            FeatureBlocks.from_array(Phi), y, n_classes, alpha, np.ones(len(y)), True
+        )
+        preconditioner = _newton._Preconditioner(problem, 2**28)
+        theta = np.zeros((problem.m, problem.q))
+        theta, _, converged = _newton._newton_loop(
+            problem, theta, 1e-10, 100, preconditioner
+        )
+        assert converged
+        modes[alpha] = preconditioner.mode
+        ref = logistic_newton(Phi, y, alpha, tol=1e-10, inner_solver="cholesky")
+        # Probabilities: at alpha = 1e-6 the tolerance does not pin the
+        # coefficients down (see test_small_alpha_few_newton_steps).
+        ref_theta = np.column_stack([ref.coef, ref.intercept])
+        assert_allclose(
+            problem.probabilities(problem.raw(theta)),
+            problem.probabilities(problem.raw(ref_theta)),
+            rtol=0,
+            atol=1e-6,
+        )
+    assert modes == {10.0: "gram", 1e-6: "blocks"}
 
 
 def _objective(coef, intercept, Phi, y, alpha):
