@@ -33,8 +33,8 @@ class DoFKernelMixin:
     An estimator using it has the kernel parameters and ``n_components``,
     ``sampling``, ``random_state``, ``fit_intercept``, ``n_jobs`` and
     ``verbose``, and
-    after ``fit`` the attributes ``nystroem_``, ``dual_coef_`` and
-    ``intercept_``.
+    after ``fit`` the attributes ``nystroem_``, ``dual_coef_``, ``coef_``
+    and ``intercept_``.
     """
 
     def _validate_fit_data(self, X, y, **kwargs):
@@ -49,6 +49,29 @@ class DoFKernelMixin:
         return validate_data(
             self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False
         )
+
+    @property
+    def coef_(self):
+        # Documented in each estimator's Attributes.  Stored where the fit
+        # worked in transform's basis; from dual_coef_ where it worked in
+        # the landmarks' Cholesky basis or the kernel basis (which never
+        # need normalization_): transform(X) = K(X, I) N_s with the
+        # symmetric N_s = K(I, I)^{+1/2}, so coef_ = dual_coef_ K(I, I) N_s
+        # gives the same predictions, coef_ @ N_s = dual_coef_ on the span
+        # of K(I, I).
+        check_is_fitted(self, "dual_coef_")
+        if self._coef is not None:
+            return self._coef
+        nystroem = self.nystroem_
+        gram = nystroem._landmark_gram()
+        if _array_api.is_array_api_array(gram):
+            xp = _array_api.namespace_of(gram)
+            f64 = xp.float64
+            return (self.dual_coef_ @ xp.astype(gram, f64)) @ xp.astype(
+                nystroem.normalization_, f64
+            )
+        gram = gram.astype(np.float64, copy=False)
+        return (self.dual_coef_ @ gram) @ nystroem.normalization_.astype(np.float64)
 
     def _kernel_expansion(self, X):
         """``K(X, I) dual_coef_^T + intercept_``: ``O(p)`` per row, by blocks
@@ -136,9 +159,9 @@ class DoFKernelMixin:
         self.n_components_ = self.nystroem_.n_components_
         if isinstance(factors, EveryRow):
             return factors
-        # The factor's columns as features in the triangular basis only for
-        # the ridge fits (whose coefficients map by R^{-1}); the logistic
-        # fit keeps the rotation of normalization_.
+        # The factor's columns as features in the triangular basis for the
+        # callers in the kernel basis (whose coefficients map by R^{-1}) and
+        # the ridge certificate's; the others keep normalization_'s basis.
         if not request.kernel_basis and (
             factors is None
             or factors.features is None

@@ -118,7 +118,7 @@ class _Problem:
         self.free = np.ones((self.m, self.q), dtype=bool)
         if fit_intercept and not self.binary:
             self.free[-1, -1] = False
-        self._gram_eigh = None
+        self._gram = None
 
     def project(self, V):
         """Orthogonal projection on ``{V : sum_k V[k] = 0}`` (multinomial).
@@ -291,26 +291,14 @@ class _Problem:
             out[:, p] = S_sum
         return out
 
-    def gram_eigh(self):
-        """Eigendecomposition of ``Xa^T diag(s) Xa``, computed once.
+    def gram(self):
+        """``Xa^T diag(s) Xa``, computed once (lower triangle).
 
         ``Xa`` is ``Phi`` with a column of ones when there is an intercept.
-        Returns the eigenvalues (clipped at zero), the eigenvectors ``U``
-        and the penalty's diagonal in their basis, ``diag(U^T D U)`` with
-        ``D`` the penalty's diagonal (no penalty on the intercept).
         """
-        if self._gram_eigh is None:
-            gram = self._weighted_grams(self.s[:, None])[0]
-            eigvals, U = linalg.eigh(gram, check_finite=False)
-            penalty = np.full(self.q, self.lam)
-            if self.fit_intercept:
-                penalty[self.p] = 0.0
-            self._gram_eigh = (
-                np.maximum(eigvals, 0.0),
-                U,
-                np.einsum("ij,i,ij->j", U, penalty, U),
-            )
-        return self._gram_eigh
+        if self._gram is None:
+            self._gram = self._weighted_grams(self.s[:, None])[0]
+        return self._gram
 
 
 def _cho_factor(H):
@@ -389,11 +377,14 @@ def _cg_step(hessp, g, precond, rtol, max_iter, d=None):
 class _Preconditioner:
     """The preconditioner of the Newton-CG steps of one fit.
 
-    It starts with the Gram matrix's eigendecomposition: block ``k`` of the
-    Hessian, ``Xa^T diag(s c_k) Xa + lam`` (the whole Hessian for two
-    classes), is replaced by ``cbar_k Xa^T diag(s) Xa + lam``, with
-    ``cbar_k`` the class's mean curvature, which one eigendecomposition per
-    fit inverts for every class and every step in ``O(m q^2)``.  It holds
+    It starts with the Gram matrix ``G = Xa^T diag(s) Xa`` (one pass, once
+    per fit): block ``k`` of the Hessian, ``Xa^T diag(s c_k) Xa + lam`` (the
+    whole Hessian for two classes), is replaced by ``(cbar / cbar_k) (cbar
+    G + lam)``, with ``cbar_k`` the class's mean curvature and ``cbar`` their
+    mean: one Cholesky factorisation per step, ``q^3 / 3`` flops, for every
+    class (an eigendecomposition of ``G`` once per fit, which would give
+    each class its exact ``cbar_k G + lam``, took the same products on
+    pendigits and 7 s at ``q = 4,097``, against 0.4 s per factor).  It holds
     the feature space's conditioning; it misses how the curvature
     concentrates on the rows still in doubt, which matters at small
     ``alpha``.  So once a step's CG has used as many products with the
@@ -470,13 +461,22 @@ class _Preconditioner:
                 )
 
         else:
-            eigvals, U, penalty = problem.gram_eigh()
-            mean_curvature = problem.class_curvature(P).sum(axis=0)
-            scales = mean_curvature[:, None] * eigvals + penalty
-            scales = np.maximum(scales, np.finfo(float).tiny)
+            # One Cholesky factor per step for every class: the classes'
+            # mean curvatures differ by small factors, applied as scales.
+            curvature = np.maximum(
+                problem.class_curvature(P).sum(axis=0), np.finfo(float).tiny
+            )
+            common = float(curvature.mean())
+            M = common * problem.gram()
+            M[np.diag_indices(problem.p)] += problem.lam
+            factor = _cho_factor(M)
+            if factor is None:
+                self.mode = "diagonal"
+                return self._apply(P)
+            ratios = (common / curvature)[:, None]
 
             def solve(R):
-                return ((R @ U) / scales) @ U.T
+                return linalg.cho_solve(factor, R.T, check_finite=False).T * ratios
 
         return lambda r: problem.project(solve(r.reshape(shape))).ravel()
 

@@ -30,7 +30,6 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.validation import (
     _check_sample_weight,
-    check_is_fitted,
 )
 
 from . import _array_api, _dask, _landmarks, _parallel
@@ -183,27 +182,6 @@ class _DoFRidgeMixin(DoFKernelMixin):
         # transform(X) @ coef_.T = K(X, I) @ (coef_ @ normalization_).T: the
         # landmark weights make a prediction cost O(p) per row, not O(p^2).
         self.dual_coef_ = self._coef @ self.nystroem_.normalization_.astype(np.float64)
-
-    @property
-    def coef_(self):
-        # Documented in the class Attributes.  From dual_coef_ when the fit
-        # worked in the kernel basis: transform(X) = K(X, I) N_s with the
-        # symmetric N_s = K(I, I)^{+1/2}, so coef_ = dual_coef_ K(I, I) N_s
-        # gives the same predictions, coef_ @ N_s = dual_coef_ on the span
-        # of K(I, I).
-        check_is_fitted(self, "dual_coef_")
-        if self._coef is not None:
-            return self._coef
-        nystroem = self.nystroem_
-        gram = nystroem._landmark_gram()
-        if _array_api.is_array_api_array(gram):
-            xp = _array_api.namespace_of(gram)
-            f64 = xp.float64
-            return (self.dual_coef_ @ xp.astype(gram, f64)) @ xp.astype(
-                nystroem.normalization_, f64
-            )
-        gram = gram.astype(np.float64, copy=False)
-        return (self.dual_coef_ @ gram) @ nystroem.normalization_.astype(np.float64)
 
     @_dask.chunkwise
     @_parallel.with_n_jobs
