@@ -37,8 +37,8 @@ from . import _tiles
 from ._blocks import FeatureBlocks
 from ._validation import user_stacklevel
 
-# 256 MiB: per-class blocks of side p + 1 of total size up to 256 MiB
-# precondition Newton-CG (e.g. p up to 5,791 for two classes).
+# 256 MiB: a two-class Hessian of side p + 1 up to 5,792 is formed and
+# factored; Newton-CG's Gram matrix and per-class blocks fit it likewise.
 DEFAULT_MAX_HESSIAN_BYTES = 2**28
 
 # Backtracking line search of scikit-learn's NewtonSolver: step halving and
