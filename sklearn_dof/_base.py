@@ -8,6 +8,7 @@ the landmarks, and the input tags.
 """
 
 import numpy as np
+from scipy import linalg
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _array_api, _dask
@@ -72,6 +73,20 @@ class DoFKernelMixin:
             )
         gram = gram.astype(np.float64, copy=False)
         return (self.dual_coef_ @ gram) @ nystroem.normalization_.astype(np.float64)
+
+    def _landmark_weights(self, W, features):
+        """``R^{-1} W`` for a solution ``W`` (p rows) found on features
+        ``K(x, I) R^{-1}`` (a Cholesky factor ``R`` of the landmark block, on
+        the blocks or their kernel basis), with ``coef_`` left to wait for
+        ``normalization_``, which this route never needs; None for features
+        in ``normalization_``'s triangular basis."""
+        cholesky = features.cholesky
+        if cholesky is None and features.basis is not None:
+            cholesky = features.basis.cholesky
+        if cholesky is None:
+            return None
+        self._coef = None
+        return linalg.solve_triangular(cholesky, W, lower=False)
 
     def _kernel_expansion(self, X):
         """``K(X, I) dual_coef_^T + intercept_``: ``O(p)`` per row, by blocks

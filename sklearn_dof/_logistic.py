@@ -3,7 +3,6 @@
 from numbers import Integral, Real
 
 import numpy as np
-from scipy import linalg
 from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -346,13 +345,9 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
 
     def _store_newton(self, result, features, progress):
         """The fitted coefficients of Newton's ``result`` on ``features``."""
-        if features.cholesky is not None:
-            # Features K(x, I) R^{-1}: the landmark weights are R^{-1} W, and
-            # coef_ waits for normalization_, which this route never needs.
-            self.dual_coef_ = linalg.solve_triangular(
-                features.cholesky, result.coef.T, lower=False
-            ).T
-            self._coef = None
+        dual = self._landmark_weights(result.coef.T, features)
+        if dual is not None:
+            self.dual_coef_ = dual.T
         else:
             # Back from the triangular basis of the blocks to transform's.
             self._coef = result.coef @ features.rotation

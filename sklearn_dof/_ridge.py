@@ -17,7 +17,6 @@ penalty.
 from numbers import Real
 
 import numpy as np
-from scipy import linalg
 from sklearn import get_config
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.linear_model import Ridge
@@ -164,15 +163,9 @@ class _DoFRidgeMixin(DoFKernelMixin):
         """``dual_coef_``, ``intercept_`` (and ``coef_``) from the solution
         ``W`` in the basis of the feature blocks."""
         self._set_intercept(problem.intercept(W), y)
-        cholesky = features.cholesky
-        if cholesky is None and features.basis is not None:
-            cholesky = features.basis.cholesky
-        if cholesky is not None:
-            # Features K(x, I) R^{-1}: the landmark weights are R^{-1} W, and
-            # coef_ waits for normalization_, which this route never needs.
-            dual = linalg.solve_triangular(cholesky, W, lower=False)
+        dual = self._landmark_weights(W, features)
+        if dual is not None:
             self.dual_coef_ = _shape_coef(dual, y.ndim)
-            self._coef = None
             return
         # The triangular basis: rotation.T maps W to nystroem_.transform's
         # (None for the basis normalization_.T itself).
