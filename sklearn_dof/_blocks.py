@@ -321,9 +321,10 @@ class FeatureBlocks:
     working_memory : float, default=None
         Budget in MiB of the blocks and of the cache; None reads
         ``sklearn.get_config()["working_memory"]``.
-    cache : bool, default=False
-        Keep the features after the first pass if they fit the budget: for
-        callers that make several passes (Newton steps, cross-validation).
+    cache : bool or int, default=False
+        Keep the features after the first pass if they fit the budget (an
+        int: that many bytes instead of ``working_memory``): for callers
+        that make several passes (Newton steps, cross-validation).
     rotation : ndarray of shape (p, p), default=None
         Maps coefficients found on the blocks to the transformer's basis
         (None: they are in it already).
@@ -337,6 +338,10 @@ class FeatureBlocks:
     factor : object, default=None
         Gives the kernel-basis sums from the rows' partial Cholesky factor
         (``_nystroem._LandmarkFactor``).
+    start : object, default=None
+        A model fitted on these features by the rule that chose their rank
+        (a certified logistic rank's ``NewtonResult``), where a solver on
+        them may start.
 
     Attributes
     ----------
@@ -364,8 +369,9 @@ class FeatureBlocks:
         basis=None,
         cholesky=None,
         factor=None,
+        start=None,
     ):
-        self._set_basis(rotation, basis, cholesky, factor)
+        self._set_basis(rotation, basis, cholesky, factor, start)
         self.X = X
         self.feature_map = feature_map
         self.n_components = n_components
@@ -378,14 +384,17 @@ class FeatureBlocks:
         )
         self.slices = list(gen_batches(self.n_samples, batch_size))
         budget = working_memory * 2**20
-        self.cached = cache and self.n_samples * n_components * itemsize <= budget
+        if cache is not True and cache is not False:
+            budget = max(budget, cache)
+        self.cached = bool(cache) and self.n_samples * n_components * itemsize <= budget
         self._cache = None
 
-    def _set_basis(self, rotation, basis, cholesky, factor):
+    def _set_basis(self, rotation, basis, cholesky, factor, start=None):
         self.rotation = rotation
         self.basis = basis
         self.cholesky = cholesky
         self.factor = factor
+        self.start = start
 
     @property
     def owns_blocks(self):

@@ -588,10 +588,11 @@ class DaskFeatureBlocks(FeatureBlocks):
         basis=None,
         cholesky=None,
         factor=None,
+        start=None,
     ):
         # Persisting follows the memory budget whatever ``cache`` says: the
         # recomputation would ship X again.
-        self._set_basis(rotation, basis, cholesky, factor)
+        self._set_basis(rotation, basis, cholesky, factor, start)
         self.X = X
         self.feature_map = feature_map
         self.n_components = n_components

@@ -299,6 +299,7 @@ def _certified_estimate(
     p = _first_round(max_rank, n)
     chosen_on = 0  # the columns the penalty was chosen on
     dof = None
+    certificate = None
     rounds = 0
     while True:
         before = len(chol.pivots)
@@ -341,10 +342,15 @@ def _certified_estimate(
                 f"the penalty {alpha:.3g}: no certificate yet"
             )
         else:
-            certify = (
-                logistic_certificate if objective == "logistic" else loss_certificate
-            )
-            certificate = certify(chol, response, alpha, center)
+            if objective == "logistic":
+                # Warm from the last round's fit: three Newton steps a round
+                # instead of seven on a9a (the same certificate).
+                start = None if certificate is None else certificate.fit
+                certificate = logistic_certificate(
+                    chol, response, alpha, center, start=start
+                )
+            else:
+                certificate = loss_certificate(chol, response, alpha, center)
             certified = certificate.certified_rank(loss_tol)
             unresolved = not certificate.resolved
             plateau = certified is not None and 2 * certified <= certificate.rank

@@ -236,6 +236,7 @@ def caller_factors(block, selection):
             None,
             block.features,
             PrefixSums(selection.factor, p),
+            start=selection.start,
         )
     # The partial Cholesky factor of the rows when there is one (see
     # LandmarkFactor; not with the pseudo-inverse basis, whose map amplifies
@@ -244,7 +245,13 @@ def caller_factors(block, selection):
     rows = None
     if not selection.points:
         rows = rows_factor(selection.factor, selection.landmarks)
-    return LandmarkFactors(block.cholesky, selection.gram, rows, shift=block.shift)
+    return LandmarkFactors(
+        block.cholesky,
+        selection.gram,
+        rows,
+        shift=block.shift,
+        start=selection.start,
+    )
 
 
 def rows_factor(chol, landmarks):
@@ -267,7 +274,8 @@ class LandmarkFactors(NamedTuple):
     ``R^T R = K(I, I) + shift I``, the block ``K(I, I)``, the rows' partial
     Cholesky factor when its pivots include the landmarks (else None), and
     the training features ``K(:, I) R^{-1}`` when they are the leading
-    columns of that factor, with their sums (:class:`PrefixSums`)."""
+    columns of that factor, with their sums (:class:`PrefixSums`), and the
+    certificate's model fit on them (``LandmarkSelection.start``)."""
 
     cholesky: np.ndarray
     gram: np.ndarray
@@ -275,6 +283,7 @@ class LandmarkFactors(NamedTuple):
     features: np.ndarray | None = None
     sums: object = None
     shift: float = 0.0
+    start: object = None
 
 
 class EveryRow(NamedTuple):

@@ -57,6 +57,11 @@ class LandmarkSelection(NamedTuple):
         short of ``loss_tol``.
     alpha : float or None
         The penalty the rank was certified for, when a grid was given.
+    start : NewtonResult or None
+        The certificate's logistic fit on the landmarks' leading columns of
+        the factor (:attr:`~sklearn_dof._certificate.LossCertificate.fit`,
+        its coefficients cut to the rank chosen): the caller's Newton
+        method starts there.
     """
 
     landmarks: np.ndarray
@@ -66,6 +71,7 @@ class LandmarkSelection(NamedTuple):
     loss: float | None = None
     requested: int | None = None
     alpha: float | None = None
+    start: object = None
 
     @property
     def points(self):
@@ -369,6 +375,11 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
     if (columns < 0).any():  # columns mixing pivots: their prefix of pivots
         columns = np.asarray(chol.pivots[:rank], dtype=np.intp)
+    elif certificate.fit is not None:
+        # The landmarks are the factor's first columns, in order: the
+        # certificate's fit, cut to them, starts the caller's.
+        fit = certificate.fit
+        fields["start"] = fit._replace(coef=fit.coef[:, :rank].copy())
     if rows is not None:
         return _selected(rows[columns], **fields)
     return _selected(columns, factor=chol, **fields)

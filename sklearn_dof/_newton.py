@@ -493,6 +493,7 @@ class _Preconditioner:
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "max_hessian_bytes": [Interval(Real, 0, None, closed="left")],
         "inner_solver": [StrOptions({"auto", "cholesky", "cg"})],
+        "start": [NewtonResult, None],
     },
     prefer_skip_nested_validation=True,
 )
@@ -508,6 +509,7 @@ def logistic_newton(
     max_iter=100,
     max_hessian_bytes=DEFAULT_MAX_HESSIAN_BYTES,
     inner_solver="auto",
+    start=None,
 ):
     """L2-penalised logistic regression by a damped Newton method.
 
@@ -562,6 +564,11 @@ def logistic_newton(
         Cholesky inner solver forms the Hessian whatever the budget.
     inner_solver : {"auto", "cholesky", "cg"}, default="auto"
         The inner solver; ``"auto"``: :func:`auto_inner_solver`.
+    start : NewtonResult, default=None
+        A warm start: the fit on the first ``k <= n_features`` features,
+        whose coefficients the others' zeros complete (the fit on a prefix of
+        nested features, such as a partial Cholesky factor's columns).  None:
+        the intercept-only fit.
 
     Returns
     -------
@@ -648,7 +655,17 @@ def logistic_newton(
         )
 
     theta = np.zeros((problem.m, problem.q))
-    if fit_intercept:
+    if start is not None:
+        k = start.coef.shape[1]
+        if start.coef.shape[0] != problem.m or k > problem.p:
+            raise ValueError(
+                f"start has coefficients of shape {start.coef.shape}; expected "
+                f"({problem.m}, k) with k <= {problem.p}."
+            )
+        theta[:, :k] = start.coef
+        if fit_intercept:
+            theta[:, -1] = start.intercept
+    elif fit_intercept:
         # Start from the intercept-only fit: the gradient of the intercepts
         # vanishes there (at coefficients zero).
         freq = problem.s @ problem.Y

@@ -618,6 +618,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 cache=False,
                 cholesky=factors.cholesky,
                 factor=factors.sums,
+                start=factors.start,
             )
         if kernel_basis and factors is None:
             T = None
@@ -630,6 +631,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             )
             if factors.rows is not None:
                 extras["factor"] = LandmarkFactor(factors.rows, self.component_indices_)
+            extras["start"] = factors.start
         elif cholesky is not None:
             T, info = lapack.dtrtri(cholesky, lower=0)
             if info != 0:  # pragma: no cover - R has a positive diagonal

@@ -535,3 +535,46 @@ def test_certified_model_equals_an_int_fit_on_its_landmarks(fit_intercept):
         auto.predict(X_new), given.predict(X_new), rtol=1e-8, atol=1e-8
     )
     np.testing.assert_allclose(auto.intercept_, given.intercept_, atol=1e-8)
+
+
+def test_logistic_certified_model_starts_from_the_certificate_fit():
+    # The binary certified rank's final Newton fit starts at the last
+    # round's logistic fit (the same columns, or their prefix): the model
+    # of a cold fit on the same landmarks, in fewer steps.
+    from sklearn.datasets import make_moons
+
+    from sklearn_dof import DoFKernelLogisticRegression
+
+    X, y = make_moons(1500, noise=0.3, random_state=0)
+    params = dict(alpha=1.0, gamma=2.0)
+    auto = DoFKernelLogisticRegression(random_state=0, **params).fit(X, y)
+    landmarks = auto.nystroem_.component_indices_
+    assert np.isfinite(auto.nystroem_.loss_estimate_)
+    given = DoFKernelLogisticRegression(
+        n_components=len(landmarks), sampling=landmarks, **params
+    ).fit(X, y)
+    X_new = make_moons(300, noise=0.3, random_state=1)[0]
+    np.testing.assert_allclose(
+        auto.decision_function(X_new), given.decision_function(X_new), atol=1e-6
+    )
+    assert auto.n_iter_[0] < given.n_iter_[0]
+
+
+def test_logistic_certificate_from_a_warm_start_is_the_same():
+    # Each round's Newton fit starts at the round before's (its columns are
+    # the factor's first ones): the same optimum, so the same certificate,
+    # in fewer steps.
+    rng = np.random.RandomState(0)
+    X = rng.randn(600, 2)
+    labels = (X[:, 0] + np.sin(3 * X[:, 1]) + 0.5 * rng.randn(600) > 0).astype(int)
+    chol = _factor(X, 0.5, np.arange(0, 600, 4))
+    half = _factor(X, 0.5, np.arange(0, 600, 4)[:75])
+    alpha = 0.5
+    start = _certificate.logistic_certificate(half, labels, alpha).fit
+    cold = _certificate.logistic_certificate(chol, labels, alpha)
+    warm = _certificate.logistic_certificate(chol, labels, alpha, start=start)
+    # (Newton-CG's inexact steps stop within tol = 1e-8 of the objective:
+    # coefficients of order one agree to about 1e-6.)
+    np.testing.assert_allclose(warm.fit.coef, cold.fit.coef, atol=1e-5)
+    np.testing.assert_allclose(warm.losses, cold.losses, rtol=1e-5, atol=1e-9)
+    assert warm.fit.n_iter < cold.fit.n_iter

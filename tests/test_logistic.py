@@ -418,3 +418,22 @@ def test_solver_input_errors():
         logistic_newton(Phi, y + 1, 1.0, n_classes=2)
     with pytest.raises(InvalidParameterError, match="'alpha'"):
         logistic_newton(Phi, y, 0.0)
+    start = logistic_newton(Phi, y, 1.0)
+    with pytest.raises(ValueError, match="start has coefficients"):
+        logistic_newton(Phi[:, :1], y, 1.0, start=start)
+
+
+@pytest.mark.parametrize("inner_solver", ["cholesky", "cg"])
+def test_solver_warm_start_on_nested_features(inner_solver):
+    # A start on the first features (their zeros completing it) reaches the
+    # cold start's optimum; at the optimum itself no step is taken.
+    rng = np.random.RandomState(0)
+    Phi = rng.randn(400, 12)
+    y = (Phi[:, :3].sum(axis=1) + 0.5 * rng.randn(400) > 0).astype(int)
+    kwargs = dict(tol=1e-10, inner_solver=inner_solver)
+    cold = logistic_newton(Phi, y, 1.0, **kwargs)
+    prefix = logistic_newton(Phi[:, :6], y, 1.0, **kwargs)
+    warm = logistic_newton(Phi, y, 1.0, start=prefix, **kwargs)
+    assert_allclose(warm.coef, cold.coef, atol=1e-7)
+    assert_allclose(warm.intercept, cold.intercept, atol=1e-7)
+    assert logistic_newton(Phi, y, 1.0, start=cold, **kwargs).n_iter == 0
