@@ -118,10 +118,11 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         factors the ``(m (p + 1))^2`` Hessian (whatever
         ``max_hessian_bytes``); ``"newton-cg"`` runs preconditioned
         conjugate gradients on Hessian-vector products.  ``"auto"``:
-        Cholesky for two classes whose Hessian fits ``max_hessian_bytes``,
-        Newton-CG otherwise, which for more classes took from a fifth to a
-        thirty-second of the Cholesky steps' time (measured in
-        :ref:`logistic <logistic>`).
+        Cholesky for two classes and fewer than 384 landmarks (whose
+        Hessian fits ``max_hessian_bytes``), Newton-CG otherwise, which for
+        more classes took from a fifth to a thirty-second of the Cholesky
+        steps' time, and for two classes 0.39 times at 3,854 landmarks
+        (measured in :ref:`logistic <logistic>`).
     random_state : int, RandomState instance or None, default=None
         Seed of the landmark sampling.
     n_jobs : int, default=None

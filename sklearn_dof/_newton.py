@@ -16,7 +16,8 @@ objective divided by ``sum_i w_i``, so that ``tol`` has the same meaning as
 in ``LogisticRegression(solver="newton-cholesky")``.
 
 Each iteration computes the Newton step by a Cholesky factorisation of the
-Hessian (two classes whose Hessian fits ``max_hessian_bytes``) or by
+Hessian (two classes, a few hundred features, a Hessian within
+``max_hessian_bytes``) or by
 preconditioned conjugate gradient on Hessian-vector products (Newton-CG,
 never forming the Hessian), then backtracks until the Armijo condition
 holds.
@@ -40,6 +41,9 @@ from ._validation import user_stacklevel
 # 256 MiB: a two-class Hessian of side p + 1 up to 5,792 is formed and
 # factored; Newton-CG's Gram matrix and per-class blocks fit it likewise.
 DEFAULT_MAX_HESSIAN_BYTES = 2**28
+# Two classes: the features from which "auto" takes Newton-CG, between the
+# measured crossover's sides (see auto_inner_solver).
+CHOLESKY_MAX_FEATURES = 384
 
 # Backtracking line search of scikit-learn's NewtonSolver: step halving and
 # a weak Armijo constant; 21 trials reach t = 2**-20.
@@ -521,8 +525,9 @@ def logistic_newton(
     makes strictly convex in the coefficients.
 
     Each iteration solves ``H d = -g`` for the Newton step and backtracks
-    along ``d`` (Armijo).  For more than two classes, or two whose Hessian
-    exceeds ``max_hessian_bytes`` (:func:`auto_inner_solver`), the step
+    along ``d`` (Armijo).  For more than two classes, or two with
+    :data:`CHOLESKY_MAX_FEATURES` features or more or a Hessian over
+    ``max_hessian_bytes`` (:func:`auto_inner_solver`), the step
     comes from preconditioned conjugate gradient on Hessian-vector
     products, ``O(n p m)`` each, with
     the truncated-Newton forcing ``||H d + g|| <= min(0.5, sqrt(||g||)) ||g||``
@@ -693,8 +698,8 @@ def logistic_newton(
 
 
 def auto_inner_solver(n_features, n_classes, fit_intercept, max_hessian_bytes):
-    """``"cholesky"`` for two classes whose Hessian fits
-    ``max_hessian_bytes``, else ``"cg"``.
+    """``"cholesky"`` for two classes, fewer than :data:`CHOLESKY_MAX_FEATURES`
+    features and a Hessian that fits ``max_hessian_bytes``, else ``"cg"``.
 
     With ``m`` classes and ``q = p + 1`` parameters per class, forming the
     multinomial Hessian costs ``n q^2 m (m + 1) / 2`` flops per Newton step
@@ -702,14 +707,16 @@ def auto_inner_solver(n_features, n_classes, fit_intercept, max_hessian_bytes):
     the Hessian in Newton-CG: from three classes on, Newton-CG took from a
     fifth to a thirty-second of the Cholesky steps' time for the same steps
     and coefficients (``benchmarks/bench_logistic_solvers.py``,
-    doc/logistic.rst).  For two classes Newton-CG took 0.78 to 1.04 times
-    the Cholesky steps' time on a9a and ijcnn1 (``p`` = 256 to 1,024,
-    ``alpha`` = 1e-3 to 1), but nearly unpenalised (``alpha = 1e-8``) it
-    stopped 2e-8 above the optimum of the objective divided by ``n`` at
-    ``tol = 1e-8``, where the Cholesky steps, whose Newton decrement is
-    exact, do not: Cholesky it stays.
+    doc/logistic.rst).  For two classes (a9a, ``alpha = 1``, 2 threads)
+    Newton-CG took 1.09 times the Cholesky steps' time at ``p = 256``,
+    0.82 at 512, 0.74 at 1,024 and 0.39 at 3,854 (26 s against 67 s): the
+    ``n q^2`` Hessian of every step outgrows the few products of ``n q``
+    that its Gram preconditioner leaves.  Nearly unpenalised (``alpha =
+    1e-8``) both stop within a few ``tol`` of the optimum of the objective
+    divided by ``n`` (measured 0.57 ``tol`` with Cholesky steps, 2.3 with
+    Newton-CG, ``tests/test_logistic.py::test_small_alpha_few_newton_steps``).
     """
-    if n_classes > 2:
+    if n_classes > 2 or n_features >= CHOLESKY_MAX_FEATURES:
         return "cg"
     nbytes = hessian_nbytes(n_features, n_classes, fit_intercept)
     return "cholesky" if nbytes <= max_hessian_bytes else "cg"

@@ -16,7 +16,7 @@ from threadpoolctl import threadpool_limits
 from sklearn_dof import _newton
 from sklearn_dof._blocks import FeatureBlocks
 from sklearn_dof._logistic import DoFKernelLogisticRegression
-from sklearn_dof._newton import hessian_nbytes, logistic_newton
+from sklearn_dof._newton import CHOLESKY_MAX_FEATURES, hessian_nbytes, logistic_newton
 
 from .conftest import SHARED_DATA
 
@@ -134,16 +134,21 @@ def test_newton_cg_on_many_classes_matches_cholesky(max_hessian_bytes):
     [
         (2, "auto", "newton-cholesky"),
         (3, "auto", "newton-cg"),
+        (2, "auto-large", "newton-cg"),
         (2, "newton-cg", "newton-cg"),
         (3, "newton-cholesky", "newton-cholesky"),
     ],
 )
 def test_solver_parameter_picks_the_newton_step(n_classes, solver, expected):
-    # "auto": Cholesky steps for two classes (the Hessian fits the budget),
-    # Newton-CG from three classes on; either can be forced, and both reach
-    # the same coefficients.
-    X, y, _ = _problem(n_classes)
+    # "auto": Cholesky steps for two classes and few landmarks (the Hessian
+    # fits the budget), Newton-CG from three classes or CHOLESKY_MAX_FEATURES
+    # landmarks on; either can be forced, and both reach the same
+    # coefficients.
+    X, y, _ = _problem(n_classes, n_samples=600 if solver == "auto-large" else 300)
     params = dict(alpha=1e-2, gamma=0.2, n_components=40, tol=1e-10, random_state=0)
+    if solver == "auto-large":
+        solver = "auto"
+        params["n_components"] = CHOLESKY_MAX_FEATURES
     clf = DoFKernelLogisticRegression(solver=solver, **params).fit(X, y)
     assert clf.solver_ == expected
     other = {"newton-cholesky": "newton-cg", "newton-cg": "newton-cholesky"}
