@@ -738,7 +738,16 @@ def _newton_loop(problem, theta, tol, max_iter, preconditioner):
     failure = None
     while n_iter < max_iter:
         g = grad[free]
-        if preconditioner is None:
+        # Once the gradient test is met, Newton-CG's forcing sqrt(||g||)
+        # would ask for the most products of the fit, for a step whose use
+        # is mostly the decrement the stopping rule reads: two classes whose
+        # Hessian fits the budget form and factor it instead (one pass; the
+        # decrement exact).  A fit started at its optimum (a certified rank's
+        # final fit on a9a, p = 3,854) checked it in 9 s instead of 27 s.
+        exact = preconditioner is None or (
+            problem.binary and preconditioner.can_block and np.abs(grad).max() <= tol
+        )
+        if exact:
             H = problem.hessian(P)
             if not free.all():
                 index = np.flatnonzero(free.ravel())
