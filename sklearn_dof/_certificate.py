@@ -46,6 +46,7 @@ from . import _tiles
 from ._blocks import FeatureBlocks, for_row_blocks, normal_equations
 from ._linalg import lower_triangular_inverse
 from ._newton import logistic_newton
+from ._sampling import PrefixSums
 
 # Ratio of the decrease of GCV over the last doubling to the one before it
 # beyond which the tail is not extrapolated (the decrease has not started to
@@ -552,8 +553,12 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
     """
     G = factor.factor
     labels = np.asarray(labels)
+    features = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
+    # Newton-CG's Gram matrix from the factor's, which the rounds extend by
+    # their new columns only (and the score bounds read at the end).
+    features.factor = PrefixSums(factor, G.shape[1])
     fit = logistic_newton(
-        FeatureBlocks.from_array(np.asarray(G, dtype=np.float64)),
+        features,
         labels,
         alpha,
         n_classes=2,

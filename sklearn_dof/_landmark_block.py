@@ -37,6 +37,7 @@ import numpy as np
 
 from . import _dask, _linalg
 from ._blocks import mirror_lower
+from ._sampling import PrefixSums, factor_sums
 from ._validation import ALWAYS_PSD_KERNELS, check_landmark_gram
 
 PREFIX = "prefix"
@@ -327,39 +328,3 @@ class LandmarkFactor:
         gram = G_I @ (centred @ G_I.T)
         mirror_lower(gram)  # exactly symmetric, as the block sums are
         return gram, G_I @ rhs, G_I @ g_mean, y_mean
-
-
-def factor_sums(chol, p, y, fit_intercept=True):
-    """``(G_c^T G_c, G_c^T y_c, mean row of G, mean of y)`` for the first
-    ``p`` columns ``G`` of the rows' partial Cholesky factor, from the Gram
-    matrix ``G^T G`` its rounds computed, in ``O(n p)``: the centring
-    happens in the factor's basis, whose entries the kernel's diagonal
-    bounds.  Without intercept, the sums uncentred and zero means."""
-    G = chol.factor[:, :p]
-    gram = np.array(chol.gram()[:p, :p], dtype=np.float64)
-    rhs = G.T.astype(np.float64, copy=False) @ y
-    if not fit_intercept:
-        return gram, rhs, np.zeros(p), np.zeros(y.shape[1])
-    n = G.shape[0]
-    g_mean = G.mean(axis=0, dtype=np.float64)
-    y_mean = y.mean(axis=0)
-    gram -= n * np.outer(g_mean, g_mean)
-    rhs -= n * np.outer(g_mean, y_mean)
-    return gram, rhs, g_mean, y_mean
-
-
-class PrefixSums:
-    """The normal equations of the features that are the first ``p``
-    columns ``G_p`` of the rows' partial Cholesky factor
-    (:func:`factor_sums`), in ``O(n p)`` instead of a pass of ``n p^2``.
-    Unweighted rows only."""
-
-    def __init__(self, chol, p):
-        self.chol = chol
-        self.p = p
-
-    def normal_equations(self, y, fit_intercept):
-        """As ``_blocks.normal_equations`` of the features with unit weights."""
-        gram, rhs, g_mean, y_mean = factor_sums(self.chol, self.p, y, fit_intercept)
-        mirror_lower(gram)
-        return gram, rhs, g_mean, y_mean
