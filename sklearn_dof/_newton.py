@@ -307,7 +307,8 @@ class _Problem:
         if self._gram is not None:
             return self._gram
         sums = self.features.factor
-        if sums is None or np.ptp(self.s) != 0:
+        # (Kernel blocks, with a basis, carry the kernel-basis sums instead.)
+        if sums is None or self.features.basis is not None or np.ptp(self.s) != 0:
             self._gram = self._weighted_grams(self.s[:, None])[0]
             return self._gram
         p, n = self.p, self.n_samples
