@@ -10,6 +10,9 @@ Regression (test MSE):
 * ``ours``: ``DoFKernelRidgeCV()``, every default;
 * ``ours-640``: ``DoFKernelRidgeCV(max_components=640)``, the cap before
   the exact route;
+* ``ours-int``: ``ours`` at an int ``n_components``, the rank ``ours``
+  chose on the set (this run's record, else ``--merge``'s): what the
+  automatic rank costs over one fit at its rank (``ours_over_int``);
 * ``sklearn-M``: ``Nystroem(n_components=M) + RidgeCV(alphas=logspace(-3,
   3, 7))`` for ``M`` in ``--components`` (``random_state=0``);
 * ``exact``: kernel ridge with every row, its penalty tuned by exact
@@ -21,7 +24,7 @@ Regression (test MSE):
 Classification (test log-loss, and accuracy), binary and multiclass:
 
 * ``ours``: ``DoFKernelLogisticRegression()``, every default (``alpha=1``,
-  scikit-learn's ``C=1``);
+  scikit-learn's ``C=1``); ``ours-int`` as for regression;
 * ``sklearn-M``: ``Nystroem(n_components=M) + LogisticRegression()``, every
   default of the latter (``C=1``, lbfgs, 100 iterations).
 
@@ -69,25 +72,26 @@ EXACT_LAMBDAS = np.logspace(-6, 0, 7)
 CLASSIFICATION = ("a9a_adult", "ijcnn1", "pendigits", "satimage")
 
 
-def _ours(max_components=None):
+def _ours(max_components=None, n_components="auto"):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     from sklearn_dof import DoFKernelRidgeCV
 
-    estimator = DoFKernelRidgeCV(random_state=0)
+    estimator = DoFKernelRidgeCV(random_state=0, n_components=n_components)
     if max_components is not None:
         estimator.set_params(max_components=max_components)
     return make_pipeline(StandardScaler(), estimator)
 
 
-def _ours_classifier():
+def _ours_classifier(n_components="auto"):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     from sklearn_dof import DoFKernelLogisticRegression
 
-    return make_pipeline(StandardScaler(), DoFKernelLogisticRegression(random_state=0))
+    estimator = DoFKernelLogisticRegression(random_state=0, n_components=n_components)
+    return make_pipeline(StandardScaler(), estimator)
 
 
 def _sklearn(M, classification=False):
@@ -162,12 +166,13 @@ def child(case):
         prediction, record = _exact(X, y, X_test)
         seconds, record["warnings"] = time.perf_counter() - start, []
     else:
+        rank = case.get("n_components", "auto")  # (ours-int)
         if system.startswith("sklearn-"):
             model = _sklearn(int(system.split("-")[1]), classification)
         elif classification:
-            model = _ours_classifier()
+            model = _ours_classifier(rank)
         else:
-            model = _ours(640 if system == "ours-640" else None)
+            model = _ours(640 if system == "ours-640" else None, rank)
         seconds, messages = timed_fit(model, X, y)
         last = model[-1]
         record = {"warnings": messages}
@@ -224,6 +229,7 @@ def summarise(records):
                 r["mse_over_exact"] = r["test_mse"] / exact["test_mse"]
         if ours is None:
             continue
+        fixed = next((r for r in runs if r["system"] == "ours-int"), None)
         dominating = [
             r["system"]
             for r in runs
@@ -243,6 +249,11 @@ def summarise(records):
                 "ours_warned": bool(ours["warnings"]),
                 "ours_peak_rss_mb": ours["peak_rss_mb"],
                 "dominated_by": dominating,
+                "ours_over_int": (
+                    None
+                    if fixed is None or fixed["n_components"] != ours["n_components"]
+                    else ours["fit_seconds"] / fixed["fit_seconds"]
+                ),
                 **{
                     f"{r['system']}_{key}": r[field]
                     for r in runs
@@ -297,7 +308,7 @@ def main(argv=None):
     parser.add_argument(
         "--systems",
         default=None,
-        help="comma-separated subset of ours, ours-640, sklearn-M, exact",
+        help="comma-separated subset of ours, ours-640, ours-int, sklearn-M, exact",
     )
     parser.add_argument(
         "--merge",
@@ -317,7 +328,7 @@ def main(argv=None):
         return
     run = start_run(args.threads)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    systems = ["ours", "ours-640"] + [
+    systems = ["ours", "ours-640", "ours-int"] + [
         f"sklearn-{int(m)}" for m in args.components.split(",")
     ]
     systems.append("exact")
@@ -335,9 +346,18 @@ def main(argv=None):
         if "exact" in todo and load(name)[0].shape[0] > args.exact_max_rows:
             todo.remove("exact")
         for system in todo:
-            record = run_child(
-                __file__, {"set": name, "system": system}, args.threads, check=False
-            )
+            case = {"set": name, "system": system}
+            if system == "ours-int":
+                chosen = [
+                    r.get("n_components")
+                    for r in records + kept
+                    if r["set"] == name and r["system"] == "ours"
+                ]
+                if not chosen or chosen[0] is None:
+                    print(f"{name}: no rank of ours to fit at: ours-int skipped")
+                    continue
+                case["n_components"] = int(chosen[0])
+            record = run_child(__file__, case, args.threads, check=False)
             records.append(record)
             shown = {
                 k: record.get(k)
@@ -352,6 +372,7 @@ def main(argv=None):
             f"rank {row['ours_rank']:6d} error {row['ours_error']:.5g} "
             f"mse/exact {row['ours_mse_over_exact']} "
             f"warned {row['ours_warned']} dominated by {row['dominated_by']}"
+            f" over int {row['ours_over_int']}"
         )
     out = {"threads": args.threads, "records": records, "summary": summary}
     path = args.output_dir / "results.json"
@@ -398,11 +419,13 @@ def plot(results, output_dir):
         styles = {
             "ours": ("*", "C3", 14),
             "ours-640": ("s", "C1", 7),
+            "ours-int": ("^", "C2", 7),
             "exact": ("D", "C0", 7),
         }
         labels = {
             "ours": "ours (defaults)",
             "ours-640": "ours, max_components=640",
+            "ours-int": "ours, n_components=its rank",
             "exact": "exact, penalty by exact LOO",
         }
         for r in runs:
