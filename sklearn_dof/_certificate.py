@@ -107,6 +107,10 @@ class LossCertificate:
     exact : bool
         Whether this is :meth:`exact_method`'s certificate, estimated from
         no leave-one-out error.
+    noise : ndarray of shape (len(ranks),)
+        The ``margin`` standard errors in ``losses`` at each rank, relative
+        to the error at rank ``r``: the part of the estimated loss that more
+        rows would shrink (by the square root of their number).
     leverage_bounds : ndarray of shape (n,) or None
         The leverage scores of the uncentred factor at rank ``r``, when the
         certificate's pass computed them (:func:`loss_certificate`).
@@ -132,7 +136,7 @@ class LossCertificate:
         tiny = max(floor, np.finfo(float).tiny)
         reference = max(float(self.errors[-1]), tiny)
         self.tail = 0.0 if complete else _tail(ranks, self.errors, reference)
-        excess = _paired_excess(ranks, squares, position, margin, tiny)
+        excess, self.noise = _paired_excess(ranks, squares, position, margin, tiny)
         # The running maximum from the right: non-increasing in the rank.
         self.losses = np.maximum.accumulate(excess[::-1])[::-1] + self.tail
 
@@ -176,6 +180,11 @@ class LossCertificate:
         i = min(int(np.searchsorted(self.ranks, q)), self.ranks.shape[0] - 1)
         return float(self.losses[i])
 
+    def noise_at(self, q):
+        """The standard errors' share of :meth:`loss` at rank ``q``."""
+        i = min(int(np.searchsorted(self.ranks, q)), self.ranks.shape[0] - 1)
+        return float(self.noise[i])
+
     def certified_rank(self, tol):
         """The smallest rank of the grid whose estimated loss is at most
         ``tol``, or None when even rank ``r`` is not certified."""
@@ -201,7 +210,8 @@ class LossCertificate:
 def _paired_excess(ranks, squares, position, margin, tiny):
     """The relative excess of each rank of the grid over rank ``r``, with
     ``margin`` standard errors, on the rows that are no landmark among its
-    first ``q`` (see :class:`LossCertificate`).
+    first ``q`` (see :class:`LossCertificate`), and those standard errors'
+    share of it.
 
     A row that is no landmark of the first ``r`` counts at every rank: the
     sums over those rows are made once, by steps of rows; the landmarks,
@@ -212,6 +222,7 @@ def _paired_excess(ranks, squares, position, margin, tiny):
     squares does not cancel.
     """
     excess = np.zeros(ranks.shape[0])
+    noise = np.zeros(ranks.shape[0])
     last = squares[:, -1]
     shift = squares[:, :-1].mean(axis=0) - last.mean()
     landmark = position < ranks[-1]
@@ -246,8 +257,10 @@ def _paired_excess(ranks, squares, position, margin, tiny):
             reference += head_base[k - 1]
         mean = total / m
         spread = np.sqrt(max(squared / m - mean**2, 0.0) / (m - 1))
-        excess[j] = (mean + shift[j] + margin * spread) / max(reference / m, tiny)
-    return excess
+        scale = max(reference / m, tiny)
+        excess[j] = (mean + shift[j] + margin * spread) / scale
+        noise[j] = margin * spread / scale
+    return excess, noise
 
 
 def loo_curve(

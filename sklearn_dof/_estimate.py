@@ -243,6 +243,7 @@ def _certified_estimate(
     objective="squared",
     every_row_exact=False,
     progress=SILENT,
+    first=None,
 ):
     """Rounds of ``rule`` until the :class:`LossCertificate` of the factor
     certifies a rank, or ``max_rank`` pivots (one line per round to
@@ -253,11 +254,12 @@ def _certified_estimate(
     class indices ``response``
     (:func:`~sklearn_dof._certificate.logistic_certificate`).
 
-    The rank doubles from 32 and the rounds stop once the certified rank is
-    at most half the rank grown: a whole doubling then left the estimated
-    test error within ``loss_tol``, which a plateau of the error between
-    two rounds alone does not show, and the factor's ``L`` is resolved down
-    to the penalty (:attr:`LossCertificate.resolved`): before, a plateau is no evidence
+    The rank doubles from 32 (or ``first``) and the rounds stop once the
+    certified rank is at most half the rank grown: a whole doubling then
+    left the estimated test error within ``loss_tol``, which a plateau of
+    the error between two rounds alone does not show, and the factor's
+    ``L`` is resolved down to the penalty
+    (:attr:`LossCertificate.resolved`): before, a plateau is no evidence
     either.  So a round whose factor is not resolved computes no certificate
     (with squared loss, where the factor's Gram matrix tells in ``O(r^3)``,
     :func:`~sklearn_dof._certificate.factor_d_eff`) unless the round after
@@ -296,7 +298,7 @@ def _certified_estimate(
     chol = partial_cholesky_of(access)
     grow = rule.growth(chol, n, random_state, alpha)
     chol.reserve(max_rank)  # address space: only written columns count
-    p = _first_round(max_rank, n)
+    p = _first_round(max_rank, n) if first is None else min(first, max_rank)
     chosen_on = 0  # the columns the penalty was chosen on
     dof = None
     certificate = None

@@ -142,12 +142,14 @@ def test_nystroem_transform_where_the_data_live(
     np.testing.assert_allclose(dof, nystroem.dof_, rtol=1e-6 if rtol < 1e-3 else 1e-2)
 
 
+@pytest.mark.parametrize("min_rows", [None, 40])
 @pytest.mark.parametrize("namespace, device_name, dtype_name", COMBINATIONS[:1])
 def test_automatic_rank_is_the_numpy_paths_past_the_budget(
-    data, namespace, device_name, dtype_name, monkeypatch
+    data, namespace, device_name, dtype_name, min_rows, monkeypatch
 ):
     # Past the certificate's memory budget both paths read the same uniform
-    # subsample of rows: the same rank, the same landmarks, the same fit.
+    # subsample of rows: the same rank, the same landmarks, the same fit;
+    # with smaller subsamples of those rows first (min_rows), the same ones.
     from sklearn_dof import _array_api, _landmarks
 
     xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
@@ -155,6 +157,10 @@ def test_automatic_rank_is_the_numpy_paths_past_the_budget(
     max_components = 40
     # Room for 4 * max_components = 160 of the 400 rows.
     monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 40 * 100)
+    if min_rows is not None:
+        monkeypatch.setattr(_landmarks, "MIN_CERTIFICATE_ROWS", min_rows)
+        ladder = _landmarks.certificate_ladder(len(y), max_components, 0)
+        assert [len(rows) for rows in ladder] == [40, 80, 160]
     assert len(_array_api.host_rows(len(y), max_components, 0)) == 160
     ridge = DoFKernelRidge(
         alpha=2.0, gamma=0.3, max_components=max_components, random_state=0

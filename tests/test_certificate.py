@@ -338,6 +338,84 @@ def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):
     assert np.isfinite(model.predict(X[:10])).all()
 
 
+def _smooth_rows(n, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, 4)
+    f = np.sin(X[:, 0]) + 0.5 * np.cos(X[:, 1] - X[:, 2])
+    return X, f + 0.05 * rng.randn(n)
+
+
+@pytest.mark.parametrize(
+    "lam, expected", [(1e-2, [1000, 2000]), (1e-3, [1000, 2000, 4000])]
+)
+def test_rank_is_certified_on_the_fewest_rows_that_suffice(lam, expected, monkeypatch):
+    # Squared loss: the rounds read a uniform subsample at the same lambda
+    # first; a subsample too small for the rank (its cap, half of its rows)
+    # or for the standard errors passes on to more rows, from the columns
+    # reached, and a subsample that suffices is the last one read.
+    monkeypatch.setattr(_landmarks, "MIN_CERTIFICATE_ROWS", 1000)
+    n = 4000
+    X, y = _smooth_rows(n)
+    ladder = _landmarks.certificate_ladder(n, 4096, 0)
+    assert [len(rows) for rows in ladder[:-1]] == [1000, 2000] and ladder[-1] is None
+    assert set(ladder[0]) <= set(ladder[1])  # nested draws
+    calls = []
+    recording = _recording(_estimate._certified_estimate, calls)
+    monkeypatch.setattr(_landmarks, "_certified_estimate", recording)
+    alpha, gamma = n * lam, 0.25
+    model = DoFKernelRidge(alpha=alpha, gamma=gamma, random_state=0).fit(X, y)
+    assert [rows for rows, _ in calls] == expected
+    assert calls[0][1] is None and calls[1][1] == 500
+    if expected[-1] < n:
+        rows = ladder[len(expected) - 1]
+        assert np.isin(model.nystroem_.component_indices_, rows).all()
+    # The promise holds on every row: the test error of exact kernel ridge.
+    X_test, y_test = _smooth_rows(20_000, seed=1)
+    exact = KernelRidge(alpha=alpha, kernel="rbf", gamma=gamma).fit(X, y - y.mean())
+    reference = np.mean((exact.predict(X_test) + y.mean() - y_test) ** 2)
+    error = np.mean((model.predict(X_test) - y_test) ** 2)
+    assert error <= 1.01 * reference
+
+
+def _recording(function, lines):
+    """``_certified_estimate``, noting the rows and first round of each
+    call."""
+
+    def record(access, *args, first=None, **kwargs):
+        lines.append((access.n_samples, first))
+        return function(access, *args, first=first, **kwargs)
+
+    return record
+
+
+def test_standard_errors_fall_with_the_rows_and_ask_for_them():
+    rng = np.random.RandomState(0)
+    n, r = 400, 40
+    ranks = np.arange(0, r + 1, 4)
+    squares = rng.gamma(2.0, 1.0, (n, 1)) * (
+        1.0 + 0.02 * (ranks[-1] - ranks) / r * rng.rand(n, ranks.size)
+    )
+    position = np.full(n, r)
+    small = _certificate.LossCertificate(ranks, squares, position, complete=True)
+    # The same rows four times over: the standard errors halve.
+    large = _certificate.LossCertificate(
+        ranks, np.tile(squares, (4, 1)), np.full(4 * n, r), complete=True
+    )
+    np.testing.assert_allclose(large.noise[:-1], small.noise[:-1] / 2, rtol=2e-3)
+    assert np.all(small.losses >= small.noise)
+    tol = 0.05
+    q = small.certified_rank(tol)
+    noise = small.noise_at(q)
+    allowed = _landmarks._NOISE_SHARE * tol
+    needed = _landmarks._rows_needed(small, tol, n, capped=True)
+    if noise <= allowed:
+        assert needed is None
+    else:
+        assert needed == pytest.approx(n * (noise / allowed) ** 2)
+    # Within a share of a tolerance ten times looser, the rows suffice.
+    assert _landmarks._rows_needed(small, 10 * tol, n, capped=True) is None
+
+
 def test_cv_certifies_the_rank_for_the_penalty_it_selects(problem):
     X, y, X_test, y_test, alpha, gamma, error = problem
     model = DoFKernelRidgeCV(gamma=gamma, random_state=0).fit(X, y)
