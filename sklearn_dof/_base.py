@@ -174,6 +174,16 @@ class DoFKernelMixin:
         self.n_components_ = self.nystroem_.n_components_
         if isinstance(factors, EveryRow):
             return factors
+        if (
+            request.triangular
+            and not request.kernel_basis
+            and factors is not None
+            and factors.features is None
+        ):
+            # The block's Cholesky factor: features K(x, I) R^{-1}.
+            return self.nystroem_._training_features(
+                X, cache=cache, cholesky=factors.cholesky
+            )
         # The factor's columns as features in the triangular basis for the
         # callers in the kernel basis (whose coefficients map by R^{-1}) and
         # the ridge certificate's; the others keep normalization_'s basis.

@@ -77,6 +77,11 @@ class FitRequest(NamedTuple):
         The caller fits exact kernel ridge from ``K`` when every row is a
         landmark (for kernels PSD by construction, in
         float64: see :meth:`resolved`).
+    triangular : bool
+        The caller takes the training features ``K(x, I) R^{-1}`` in the
+        basis of a Cholesky factor ``R`` of ``K(I, I)`` (``p^3 / 3``
+        flops), not in ``normalization_``'s (an eigendecomposition, about
+        ``9 p^3``), which then waits for its first read.
     """
 
     response: np.ndarray | None = None
@@ -85,6 +90,7 @@ class FitRequest(NamedTuple):
     objective: str = "squared"
     kernel_basis: bool = False
     exact_solve: bool = False
+    triangular: bool = False
 
     def resolved(self, kernel, dtype):
         """This request with ``exact_solve`` only where ``K + alpha I`` is
@@ -176,7 +182,7 @@ def plan_block(selection, kernel, request, n_samples):
         route = PREFIX
     elif request.exact_solve and every_row:
         route = DIRECT
-    elif request.kernel_basis and not precomputed:
+    elif (request.kernel_basis or request.triangular) and not precomputed:
         route = CHOLESKY
     else:
         route = EIGH

@@ -66,9 +66,10 @@ _NYSTROEM_CONSTRAINTS = {
 DEFAULT_LAMBDAS = np.logspace(-6, 0, 13)
 
 #: The cap of ``DoFKernelRidgeCV``'s automatic rank where ``max_components``
-#: is None and the kernel matrix exceeds the exact budget (see its
-#: ``max_components``).
-CV_MAX_COMPONENTS = 640
+#: is None and a splitter ``cv`` scores the grid: its ``GridSearchCV`` of
+#: ``Ridge`` holds the ``n x p`` features in memory and fits them once per
+#: fold and penalty (see ``max_components``).
+SPLITTER_MAX_COMPONENTS = 640
 
 #: Up to this many rows the exact fit of ``DoFKernelRidgeCV`` scores every
 #: penalty of the grid by exact leave-one-out (about ``n^3 / 3`` flops per
@@ -616,12 +617,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         error by ``loss_tol``: the rounds choose the penalty on low-rank
         fits, which lack the directions small penalties need (the exact
         fit's ``nystroem_`` has every row, in a uniform order).  Otherwise
-        640: at the small
-        penalties of the default grid most real data sets ask for ranks
-        near ``n``, and the rounds to them would cost what exact kernel
-        ridge does; the cap binds with a warning that gives the rank asked
-        for (doc/automatic_rank.rst).  An int caps every rank, the exact
-        fit included.
+        the transformer's default cap, 4096 (``p x p`` matrices of 128 MiB),
+        where it binds with a warning that gives the rank asked for
+        (doc/automatic_rank.rst); with a splitter ``cv``, 640 (its
+        ``GridSearchCV`` holds the ``n x p`` features and fits them once
+        per fold and penalty).  An int caps every rank, the exact fit
+        included.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept.  Leave-one-out refits it without the
         left-out point, exactly.
@@ -867,6 +868,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             penalties=alphas,
             exact_solve=exact_route,
+            # A Cholesky factor of the landmark block where the features are
+            # not the rows' factor (p = 4,096: 0.5 s against 12 s for the
+            # eigendecomposition, two threads); float32 sums keep
+            # normalization_'s basis, as DoFKernelRidge's do.
+            triangular=X.dtype != np.float32 and not _dask.is_dask_array(X),
         )
         features = self._fit_nystroem(
             X,
@@ -934,7 +940,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             float(alphas.min()),
             self.tol,
             self.loss_tol,
-            self.max_components or CV_MAX_COMPONENTS,
+            self.max_components or _landmarks.DEFAULT_MAX_COMPONENTS,
         )
         return _array_api.fit_ridge(
             self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
@@ -973,10 +979,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     def _rank_cap(self, X):
         """The cap of the rounds: the given one, else from memory (see
         ``max_components``): None (past the default cap, up to the exact
-        fit) where the exact route applies and ``K`` fits its budget, else
-        :data:`CV_MAX_COMPONENTS`."""
+        fit) where the exact route applies and ``K`` fits its budget,
+        :data:`SPLITTER_MAX_COMPONENTS` with a splitter ``cv``, else the
+        transformer's default cap."""
         if self.max_components is not None:
             return self.max_components
+        if self.cv is not None:
+            return SPLITTER_MAX_COMPONENTS
         exact_route = (
             self.cv is None
             and not self.store_cv_results
@@ -985,7 +994,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             and not _dask.is_dask_array(X)  # (the paper's rule there)
             and 8 * X.shape[0] ** 2 <= _landmarks.EXACT_BUDGET_BYTES
         )
-        return None if exact_route else CV_MAX_COMPONENTS
+        return None if exact_route else _landmarks.DEFAULT_MAX_COMPONENTS
 
     def _exact_scorable(self, sample_weight):
         """Whether exact leave-one-out can score the fit: not with a scorer

@@ -22,6 +22,7 @@ from sklearn_dof import (
     _ridge_solve,
     _tiles,
 )
+from sklearn_dof._landmarks import DEFAULT_MAX_COMPONENTS
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
 from .conftest import load_shared
@@ -405,6 +406,33 @@ def test_cv_equals_sklearn_ridge_cv(data, fit_intercept, multioutput, weighted):
         model.cv_results_, ref.cv_results_, rtol=1e-7, atol=1e-12
     )
     np.testing.assert_allclose(model.predict(X), ref.predict(Phi), atol=1e-8)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cv_on_landmarks_off_the_factor_takes_their_cholesky_basis(data, weighted):
+    # Landmarks that are not the rows' factor's columns (an int rank): the
+    # features K(x, I) R^{-1} of the block's Cholesky factor, not the
+    # eigendecomposition behind normalization_ (which waits for its first
+    # read): the scores and fit of RidgeCV on those features, and, up to
+    # the eigenvalues the pseudo-inverse drops (none here), on transform's.
+    X, y, sw = data
+    sw = sw if weighted else None
+    model = DoFKernelRidgeCV(
+        ALPHAS, gamma=1.0, n_components=40, store_cv_results=True, random_state=0
+    ).fit(X, y, sample_weight=sw)
+    assert model.nystroem_._normalization is None
+    landmarks = model.nystroem_.components_
+    R = linalg.cholesky(rbf_kernel(landmarks, gamma=1.0), lower=False)
+    Phi = linalg.solve_triangular(R, rbf_kernel(landmarks, X, gamma=1.0), trans="T").T
+    ref = RidgeCV(ALPHAS, store_cv_results=True).fit(Phi, y, sample_weight=sw)
+    assert model.alpha_ == ref.alpha_
+    np.testing.assert_allclose(
+        model.cv_results_, ref.cv_results_, rtol=1e-7, atol=1e-12
+    )
+    np.testing.assert_allclose(model.predict(X), ref.predict(Phi), atol=1e-8)
+    transformed = model.nystroem_.transform(X)
+    pinv = RidgeCV(ALPHAS).fit(transformed, y, sample_weight=sw)
+    np.testing.assert_allclose(model.predict(X), pinv.predict(transformed), atol=1e-7)
 
 
 def test_cv_with_scoring_equals_sklearn_ridge_cv(data):
@@ -976,10 +1004,11 @@ def test_an_explicit_cap_or_the_budget_keeps_the_rank():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_landmarks, "EXACT_BUDGET_BYTES", 8 * len(X) ** 2 - 1)
-        with pytest.warns(UserWarning, match="stopped at max_components=640"):
+        patch.setattr(_landmarks, "DEFAULT_MAX_COMPONENTS", 96)
+        with pytest.warns(UserWarning, match="stopped at max_components=96"):
             beyond = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0).fit(X, y)
     # (The factor's numerical rank may end below the cap.)
-    assert beyond.n_components_ <= 640 and not beyond.nystroem_.exact_
+    assert beyond.n_components_ <= 96 and not beyond.nystroem_.exact_
 
 
 def test_ridge_fits_exact_past_its_default_cap_within_the_budget(monkeypatch):
@@ -995,14 +1024,17 @@ def test_ridge_fits_exact_past_its_default_cap_within_the_budget(monkeypatch):
 @pytest.mark.parametrize(
     "params", [{"criterion": "gcv"}, {"store_cv_results": True}, {"cv": 3}]
 )
-def test_cv_without_the_exact_route_keeps_the_cap_of_640(params):
-    # Only the exact route's efficient leave-one-out lifts the cap: the
-    # other criteria would score thousands of features.
+def test_cv_caps_from_memory_and_a_splitter_at_640(params):
+    # Only the exact route lifts the cap to every row; the other efficient
+    # criteria take the transformer's cap from memory, and a splitter,
+    # which holds the n x p features and fits them per fold and penalty,
+    # 640.
     X, y = _exact_hungry()
     model = DoFKernelRidgeCV((1e-4, 1e-2, 1.0), gamma=2.0, random_state=0, **params)
-    assert model._rank_cap(X) == 640
+    expected = 640 if "cv" in params else DEFAULT_MAX_COMPONENTS
+    assert model._rank_cap(X) == expected
     assert DoFKernelRidgeCV()._rank_cap(X) is None
-    assert DoFKernelRidgeCV()._rank_cap(X.astype(np.float32)) == 640
+    assert DoFKernelRidgeCV()._rank_cap(X.astype(np.float32)) == DEFAULT_MAX_COMPONENTS
 
 
 def test_cv_exact_route_scores_zero_weights_as_nothing():
