@@ -338,8 +338,8 @@ def _settled(certificate, loss_tol):
 
 
 def _rows_needed(certificate, loss_tol, rows, capped):
-    """The rows the next attempt of a certified rank needs, or None where
-    the ``rows`` that ``certificate`` read suffice.
+    """The rows the next attempt of a certified rank needs and why, or
+    ``(None, None)`` where the ``rows`` that ``certificate`` read suffice.
 
     They do not where the rounds stopped on their ``capped`` subsample's
     cap rather than on a whole doubling within ``loss_tol`` (the rows bound
@@ -350,12 +350,18 @@ def _rows_needed(certificate, loss_tol, rows, capped):
     share asks for ``rows (noise / (share tol))^2`` rows.
     """
     if not _settled(certificate, loss_tol):
-        return 2 * rows if capped else None
+        if not capped:
+            return None, None
+        return 2 * rows, f"no whole doubling certified within {rows // 2} columns"
     if certificate.exact or certificate.complete:
-        return None
-    noise = certificate.noise_at(certificate.certified_rank(loss_tol))
+        return None, None
+    certified = certificate.certified_rank(loss_tol)
+    noise = certificate.noise_at(certified)
     allowed = _NOISE_SHARE * loss_tol
-    return None if noise <= allowed else rows * (noise / allowed) ** 2
+    if noise <= allowed:
+        return None, None
+    reason = f"standard errors of {noise:.2g} at rank {certified}, above {allowed:.2g}"
+    return rows * (noise / allowed) ** 2, reason
 
 
 def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
@@ -391,6 +397,8 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
         cap = max_rank if last else min(max_rank, rows.shape[0] // _ROWS_PER_COLUMN)
         subset, scale, response = access, 1.0, request.response
         penalties = request.penalties
+        if rows is None and attempt:
+            progress(f"the rank is certified on all {n_samples} rows")
         if rows is not None:
             progress(f"the rank is certified on {len(rows)} of the {n_samples} rows")
             subset = access.row_subset(rows)
@@ -411,9 +419,12 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
             progress,
             first=first,
         )
-        needed = _rows_needed(certificate, loss_tol, subset.n_samples, cap < max_rank)
+        needed, reason = _rows_needed(
+            certificate, loss_tol, subset.n_samples, cap < max_rank
+        )
         if last or needed is None:
             break
+        progress(f"{reason}: more rows")
         # The rounds on more rows start from the columns reached.
         first = certificate.rank
         attempt += 1

@@ -407,13 +407,14 @@ def test_standard_errors_fall_with_the_rows_and_ask_for_them():
     q = small.certified_rank(tol)
     noise = small.noise_at(q)
     allowed = _landmarks._NOISE_SHARE * tol
-    needed = _landmarks._rows_needed(small, tol, n, capped=True)
+    needed, reason = _landmarks._rows_needed(small, tol, n, capped=True)
     if noise <= allowed:
-        assert needed is None
+        assert needed is None and reason is None
     else:
         assert needed == pytest.approx(n * (noise / allowed) ** 2)
+        assert reason.startswith("standard errors")
     # Within a share of a tolerance ten times looser, the rows suffice.
-    assert _landmarks._rows_needed(small, 10 * tol, n, capped=True) is None
+    assert _landmarks._rows_needed(small, 10 * tol, n, capped=True) == (None, None)
 
 
 def test_cv_certifies_the_rank_for_the_penalty_it_selects(problem):
