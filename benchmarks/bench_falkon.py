@@ -27,9 +27,17 @@ of its own with ``--threads`` threads (BLAS and OpenMP; torch's intra-op
 threads for Falkon), so that its peak resident memory is its own, in the
 order A B A B per ``M``; reported: every run, the medians and their ratio.
 
+``--data synthetic``: the problem of ``bench_scaling.py`` at ``n = 10^6``
+(``X ~ N(0, I_8)``, a smooth target of unit scale plus noise 0.1, its
+10,000 test rows; ``gamma = 1/18``, ``lambda = 1e-6``, as on the GPU
+in ``doc/gpus.rst``), where 10,000-20,000 centres are the regime; the
+test MSE is of the noisy targets.
+
 Usage::
 
     python benchmarks/bench_falkon.py --falkon-python /tmp/falkon-venv/bin/python
+    python benchmarks/bench_falkon.py --falkon-python /tmp/falkon-venv/bin/python \
+        --data synthetic --centres 10000,20000 --repeat 1
     # the solvers of DoFKernelRidge side by side (no Falkon needed):
     python benchmarks/bench_falkon.py --systems ours-direct,ours-cg \
         --centres 1000,2000,4000,8000
@@ -63,12 +71,23 @@ from _harness import (
 
 BENCHMARK = "falkon"
 DATA = SHARED_DATA / "kin40k.npz"
-GAMMA = 1.0 / 8.0
-LAMBDA = 1e-5
-N_TRAIN = 32_000
+# (gamma, lambda, default training rows) of each problem: kin40k, and the
+# synthetic problem of bench_scaling.py (X ~ N(0, I_8), a smooth target of
+# unit scale, noise 0.1; its 10,000 test rows) at the penalty of the GPU
+# measurements (doc/gpus.rst), where 10,000-20,000 centres are the regime.
+PROBLEMS = {
+    "kin40k": (1.0 / 8.0, 1e-5, 32_000),
+    "synthetic": (1.0 / 18.0, 1e-6, 1_000_000),
+}
+GAMMA, LAMBDA, N_TRAIN = PROBLEMS["kin40k"]
 
 
-def load(n_train=N_TRAIN):
+def load(n_train=N_TRAIN, data="kin40k"):
+    if data == "synthetic":
+        from bench_scaling import make_data
+
+        X, y, X_test, y_test, _ = make_data(n_train, 8)
+        return X, y, X_test, y_test
     return load_pooled(DATA, n_train)
 
 
@@ -78,13 +97,13 @@ def centres(n, M):
     return uniform_columns(n, M, random_state=0)
 
 
-def fit_ours(X, y, idx, threads, solver="auto"):
+def fit_ours(X, y, idx, threads, solver="auto", gamma=GAMMA, lam=LAMBDA):
     from sklearn_dof import DoFKernelRidge
 
     # The default uniform sampler draws exactly ``idx`` (checked below).
     model = DoFKernelRidge(
-        alpha=X.shape[0] * LAMBDA,
-        gamma=GAMMA,
+        alpha=X.shape[0] * lam,
+        gamma=gamma,
         n_components=len(idx),
         solver=solver,
         random_state=0,
@@ -97,7 +116,7 @@ def fit_ours(X, y, idx, threads, solver="auto"):
     return model, fit, model.predict
 
 
-def fit_falkon(X, y, idx, threads, solver=None):
+def fit_falkon(X, y, idx, threads, solver=None, gamma=GAMMA, lam=LAMBDA):
     import falkon
     import torch
     from falkon.center_selection import FixedSelector
@@ -106,10 +125,10 @@ def fit_falkon(X, y, idx, threads, solver=None):
     Xt, yt = torch.from_numpy(X), torch.from_numpy(y[:, None])
     options = falkon.FalkonOptions(use_cpu=True, keops_active="no")
     # k(x, x') = exp(-|x - x'|^2 / (2 sigma^2)) = exp(-gamma |x - x'|^2).
-    kernel = falkon.kernels.GaussianKernel(sigma=np.sqrt(0.5 / GAMMA), opt=options)
+    kernel = falkon.kernels.GaussianKernel(sigma=np.sqrt(0.5 / gamma), opt=options)
     model = falkon.Falkon(
         kernel=kernel,
-        penalty=LAMBDA,
+        penalty=lam,
         M=len(idx),
         center_selection=FixedSelector(Xt[idx]),
         options=options,
@@ -122,12 +141,14 @@ def fit_falkon(X, y, idx, threads, solver=None):
 
 
 def child(case):
-    X, y, X_test, y_test = load(case.get("n_train", N_TRAIN))
+    data = case.get("data", "kin40k")
+    gamma, lam, n_train = PROBLEMS[data]
+    X, y, X_test, y_test = load(case.get("n_train", n_train), data)
     idx = centres(X.shape[0], case["M"])
     system = case["system"]
     build = fit_falkon if system == "falkon" else fit_ours
     solver = system.partition("-")[2] or "auto"  # ours, ours-direct, ours-cg
-    model, fit, predict = build(X, y, idx, case["threads"], solver)
+    model, fit, predict = build(X, y, idx, case["threads"], solver, gamma, lam)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t = time.perf_counter()
     fit()
@@ -159,7 +180,13 @@ def main(argv=None):
     parser.add_argument("--centres", default="1000,3000")
     parser.add_argument("--repeat", type=int, default=2, help="A B rounds per M")
     parser.add_argument(
-        "--n-train", type=int, default=N_TRAIN, help="training rows (smoke runs)"
+        "--data",
+        default="kin40k",
+        choices=sorted(PROBLEMS),
+        help="kin40k (32,000 training rows) or synthetic (1e6 rows)",
+    )
+    parser.add_argument(
+        "--n-train", type=int, default=None, help="training rows (smoke runs)"
     )
     add_arguments(parser, BENCHMARK)
     parser.add_argument(
@@ -177,9 +204,14 @@ def main(argv=None):
         parser.error("--falkon-python is required (see the module docstring)")
     python = {s: sys.executable for s in systems}
     python["falkon"] = args.falkon_python
+    gamma, lam, n_train = PROBLEMS[args.data]
+    if args.n_train is None:
+        args.n_train = n_train
     results, summary = [], []
     for M in (int(m) for m in args.centres.split(",")):
-        small = {} if args.n_train == N_TRAIN else {"n_train": args.n_train}
+        small = {} if args.n_train == n_train else {"n_train": args.n_train}
+        if args.data != "kin40k":
+            small["data"] = args.data
 
         def fit(system, case):
             return run_case(case, python[system], args.threads)
@@ -210,9 +242,13 @@ def main(argv=None):
     print(json.dumps(summary, indent=1))
     out = {
         "config": {
-            "data": f"kin40k pooled, {args.n_train:,} train, the rest test",
-            "gamma": GAMMA,
-            "lambda": LAMBDA,
+            "data": (
+                f"kin40k pooled, {args.n_train:,} train, the rest test"
+                if args.data == "kin40k"
+                else f"bench_scaling.make_data({args.n_train:,}, 8), its test rows"
+            ),
+            "gamma": gamma,
+            "lambda": lam,
             "threads": args.threads,
             "systems": systems,
         },

@@ -309,7 +309,7 @@ def certificate_rows(n_samples, max_rank, random_state):
 def certificate_ladder(n_samples, max_rank, random_state):
     """The rows each attempt of a certified rank reads, fewest first: sorted
     uniform subsamples of :data:`MIN_CERTIFICATE_ROWS` rows times powers of
-    4, each at most half of :func:`certificate_rows` (drawn from those
+    2, each at most half of :func:`certificate_rows` (drawn from those
     rows), then those rows themselves (None: all of them)."""
     top = certificate_rows(n_samples, max_rank, random_state)
     count = n_samples if top is None else top.shape[0]
@@ -352,7 +352,8 @@ def _rows_needed(certificate, loss_tol, rows, capped):
     if not _settled(certificate, loss_tol):
         if not capped:
             return None, None
-        return 2 * rows, f"no whole doubling certified within {rows // 2} columns"
+        columns = certificate.rank
+        return 2 * rows, f"no whole doubling certified within {columns} columns"
     if certificate.exact or certificate.complete:
         return None, None
     certified = certificate.certified_rank(loss_tol)
@@ -371,10 +372,12 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     the certificate needs rows enough for its standard errors, not all of
     them: the rounds first read a uniform subsample of
     :data:`MIN_CERTIFICATE_ROWS` rows at the same ``lambda``, with at most
-    a quarter of them as columns (:func:`certificate_ladder`).  Where
+    half of them as columns (:func:`certificate_ladder`).  Where
     those rounds stop on their cap, not on a whole doubling within
-    ``loss_tol``, they start again on twice the rows from the columns
-    reached.  The last rows are all of them, or, where the factor of
+    ``loss_tol``, they start again on twice the rows, from the columns
+    reached; where the standard errors take more than
+    :data:`_NOISE_SHARE` of ``loss_tol`` at the certified rank, on as many
+    rows as bring them within it (:func:`_rows_needed`).  The last rows are all of them, or, where the factor of
     ``rows x max_rank`` numbers would pass :data:`FACTOR_BUDGET_BYTES`, the
     subsample that fits it.  On a subsample the landmarks are subsample
     rows.
@@ -430,7 +433,6 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
         attempt += 1
         while attempt < len(ladder) - 1 and ladder[attempt].shape[0] < needed:
             attempt += 1
-    alpha = chosen
     alpha = chosen
     certified_alpha = None if penalties is None else alpha / scale
     if certificate.exact and certificate.rank > chol.rank:
