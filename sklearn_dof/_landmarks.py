@@ -377,10 +377,10 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     ``loss_tol``, they start again on twice the rows, from the columns
     reached; where the standard errors take more than
     :data:`_NOISE_SHARE` of ``loss_tol`` at the certified rank, on as many
-    rows as bring them within it (:func:`_rows_needed`).  The last rows are all of them, or, where the factor of
-    ``rows x max_rank`` numbers would pass :data:`FACTOR_BUDGET_BYTES`, the
-    subsample that fits it.  On a subsample the landmarks are subsample
-    rows.
+    rows as bring them within it (:func:`_rows_needed`).  The last rows
+    are all of them, or, where the factor of ``rows x max_rank`` numbers
+    would pass :data:`FACTOR_BUDGET_BYTES`, the subsample that fits it.  On
+    a subsample the landmarks are subsample rows.
     """
     access, rule, random_state = source.access, source.rule, source.random_state
     n_samples = access.n_samples
