@@ -174,16 +174,18 @@ class LossCertificate:
         """The rank ``r`` of the factor the certificate was computed on."""
         return int(self.ranks[-1])
 
+    def _index(self, q):
+        """Index of the next rank of the grid at or above ``q``."""
+        return min(int(np.searchsorted(self.ranks, q)), self.ranks.shape[0] - 1)
+
     def loss(self, q):
         """Estimated relative excess test error at rank ``q`` (the next rank
         of the grid at or above it)."""
-        i = min(int(np.searchsorted(self.ranks, q)), self.ranks.shape[0] - 1)
-        return float(self.losses[i])
+        return float(self.losses[self._index(q)])
 
     def noise_at(self, q):
         """The standard errors' share of :meth:`loss` at rank ``q``."""
-        i = min(int(np.searchsorted(self.ranks, q)), self.ranks.shape[0] - 1)
-        return float(self.noise[i])
+        return float(self.noise[self._index(q)])
 
     def certified_rank(self, tol):
         """The smallest rank of the grid whose estimated loss is at most
