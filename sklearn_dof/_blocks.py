@@ -430,20 +430,42 @@ class FeatureBlocks:
         groups = _parallel.group_blocks(sizes, self.n_threads)
         return _parallel.run(work, groups, self.n_threads)
 
-    def reduce(self, statistic, *row_arrays):
+    def _stream_rows(self):
+        """Rows per streamed chunk, or None where blocks are not streamed."""
+        if self.cached or self.feature_map is None:
+            return None
+        stream_rows = getattr(self.feature_map, "stream_rows", None)
+        return None if stream_rows is None else stream_rows()
+
+    def reduce(self, statistic, *row_arrays, stream=False):
         """``sum_b statistic(Phi_b, *(a[b] for a in row_arrays))``.
 
         ``statistic`` returns an array, a number or a tuple of them.  Each
         worker sums its own blocks; the workers' sums are added in a fixed
         order (see :mod:`sklearn_dof._parallel`).
+
+        ``stream``: for a statistic that costs about as much per row on a
+        few rows as on a block (matrix-vector products, not a Gram matrix),
+        features computed on the fly are evaluated and consumed in chunks
+        of rows that stay in a core's cache (``feature_map.stream_rows``),
+        never written to memory as a block: a pass over kernel blocks is
+        bound by that memory traffic, not by its flops.  Blocks that are
+        cached, or a feature map without ``stream_rows``, are not streamed.
         """
+        chunk = self._stream_rows() if stream else None
 
         def work(blocks):
             total = None
             for b in blocks:
                 sl = self.slices[b]
-                term = statistic(self._block(b), *(a[sl] for a in row_arrays))
-                total = _add(total, term)
+                if chunk is None:
+                    term = statistic(self._block(b), *(a[sl] for a in row_arrays))
+                    total = _add(total, term)
+                    continue
+                for part in gen_batches(sl.stop - sl.start, chunk):
+                    rows = slice(sl.start + part.start, sl.start + part.stop)
+                    Phi = self.feature_map(self.X[rows])
+                    total = _add(total, statistic(Phi, *(a[rows] for a in row_arrays)))
             return total
 
         total = None
@@ -568,6 +590,7 @@ def normal_equations(features, y, sample_weight, fit_intercept, with_gram=True):
         ),
         y,
         sample_weight,
+        stream=not with_gram,
     )
     # Exactly symmetric: sums of syrk products.
     gram = gram_total(gram) if with_gram else None

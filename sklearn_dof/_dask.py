@@ -633,8 +633,11 @@ class DaskFeatureBlocks(FeatureBlocks):
             for b, Phi_b in enumerate(self._phi_blocks())
         ]
 
-    def reduce(self, statistic, *row_arrays):
-        """``sum_b statistic(Phi_b, ...)``: per chunk on the workers, tree-summed."""
+    def reduce(self, statistic, *row_arrays, stream=False):
+        """``sum_b statistic(Phi_b, ...)``: per chunk on the workers, tree-summed.
+
+        (``stream`` is accepted for the threaded blocks' signature; a chunk's
+        features are evaluated whole on its worker.)"""
         total = _tree_sum(self._tasks(statistic, row_arrays))
         return _compute(total)[0]
 

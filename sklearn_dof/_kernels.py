@@ -59,13 +59,28 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
 # since removed; that profile was not kept), and numpy calls on such chunks
 # scaled no further than 4 to 8 threads on 16 cores (by the one-off
 # benchmarks/bench_kernel_threads.py, since removed: doc/design/scaling.rst,
-# "The kernel's chunks: run 7").
-_RBF_CHUNK = 2**18
+# "The kernel's chunks: run 7").  Streamed passes (``FeatureBlocks.reduce``
+# with ``stream=True``) consume the kernel in chunks of this size too.
+CHUNK_ENTRIES = 2**18
 # Rows per worker below which a kernel block is evaluated by one thread.
 _MIN_PARALLEL_ROWS = 256
 
 
-def _rbf_block(X, Y, gamma, out=None):
+def rbf_columns(Y, gamma):
+    """The fixed half of :func:`_rbf_block`'s GEMM for columns ``Y``:
+    ``[2 gamma y, -gamma |y|^2, -gamma]^T``, shape (d + 2, len(Y)), or None
+    if the squared norms overflow.  Kept by callers that evaluate many small
+    blocks against the same columns (see ``_nystroem._TriangularFeatures``),
+    where rebuilding it would cost as much as a block."""
+    y_sq = np.einsum("ij,ij->i", Y, Y)
+    if not np.isfinite(y_sq).all():
+        return None
+    ones_y = np.ones((Y.shape[0], 1))
+    Y_aug = np.hstack([2.0 * gamma * Y, -gamma * y_sq[:, None], -gamma * ones_y])
+    return np.ascontiguousarray(Y_aug.T)
+
+
+def _rbf_block(X, Y, gamma, out=None, columns=None):
     """``exp(-gamma ||x - y||^2)`` for dense float64 ``X`` and ``Y``.
 
     The exponent comes out of one GEMM on augmented rows,
@@ -79,15 +94,12 @@ def _rbf_block(X, Y, gamma, out=None):
     traffic, not by flops).
     """
     x_sq = np.einsum("ij,ij->i", X, X)
-    y_sq = np.einsum("ij,ij->i", Y, Y)
-    if not (np.isfinite(x_sq).all() and np.isfinite(y_sq).all()):
+    Y_aug_t = rbf_columns(Y, gamma) if columns is None else columns
+    if Y_aug_t is None or not np.isfinite(x_sq).all():
         return None  # squared norms overflow: leave it to scikit-learn
-    ones_x, ones_y = np.ones((X.shape[0], 1)), np.ones((Y.shape[0], 1))
-    X_aug = np.hstack([X, ones_x, x_sq[:, None]])
-    Y_aug = np.hstack([2.0 * gamma * Y, -gamma * y_sq[:, None], -gamma * ones_y])
-    Y_aug_t = np.ascontiguousarray(Y_aug.T)
+    X_aug = np.hstack([X, np.ones((X.shape[0], 1)), x_sq[:, None]])
     block = np.empty((X.shape[0], Y.shape[0])) if out is None else out
-    rows = max(1, _RBF_CHUNK // max(Y.shape[0], 1))
+    rows = max(1, CHUNK_ENTRIES // max(Y.shape[0], 1))
     for lo in range(0, block.shape[0], rows):
         chunk = block[lo : lo + rows]
         np.matmul(X_aug[lo : lo + rows], Y_aug_t, out=chunk)
@@ -97,19 +109,38 @@ def _rbf_block(X, Y, gamma, out=None):
     return block
 
 
-def _serial_kernel_block(X, Y, kernel, params, out=None):
-    """:func:`kernel_block` on the calling thread, into ``out`` if given."""
-    if (
+def _fused_rbf(X, Y, kernel):
+    """Whether ``K(X, Y)`` takes :func:`_rbf_block`."""
+    return (
         kernel == "rbf"
         and not sparse.issparse(X)
         and not sparse.issparse(Y)
         and X.dtype == np.float64
         and Y.dtype == np.float64
-    ):
-        gamma = params.get("gamma")
-        gamma = 1.0 / X.shape[1] if gamma is None else float(gamma)
+    )
+
+
+def _rbf_gamma(params, n_features):
+    gamma = params.get("gamma")
+    return 1.0 / n_features if gamma is None else float(gamma)
+
+
+def kernel_columns(Y, kernel, params):
+    """What :func:`kernel_block` may reuse of fixed columns ``Y`` across
+    calls (``columns=``): :func:`rbf_columns` for the fused RBF path, else
+    None."""
+    if not _fused_rbf(Y, Y, kernel):
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        return rbf_columns(Y, _rbf_gamma(params, Y.shape[1]))
+
+
+def _serial_kernel_block(X, Y, kernel, params, out=None, columns=None):
+    """:func:`kernel_block` on the calling thread, into ``out`` if given."""
+    if _fused_rbf(X, Y, kernel):
+        gamma = _rbf_gamma(params, X.shape[1])
         with np.errstate(over="ignore", invalid="ignore"):
-            block = _rbf_block(X, Y, gamma, out)
+            block = _rbf_block(X, Y, gamma, out, columns)
         if block is not None:
             return block
     block = pairwise_kernels(
@@ -121,7 +152,7 @@ def _serial_kernel_block(X, Y, kernel, params, out=None):
     return out
 
 
-def kernel_block(X, Y, kernel, params, n_jobs="context"):
+def kernel_block(X, Y, kernel, params, n_jobs="context", columns=None):
     """``K(X, Y)`` as a dense array: float32 for float32 ``X``, else float64.
 
     With ``kernel="precomputed"``, ``X`` holds kernel values and ``Y`` the
@@ -132,6 +163,8 @@ def kernel_block(X, Y, kernel, params, n_jobs="context"):
     (``n_jobs`` threads, by default the ``n_jobs`` of the estimator at work),
     each written in place into the result with the BLAS on one thread;
     inside a parallel pass the block is evaluated by its own worker.
+    ``columns``: :func:`kernel_columns` of ``Y``, for callers that evaluate
+    many blocks against the same ``Y``.
     """
     dtype = X.dtype if X.dtype == np.float32 else np.float64
     if kernel == "precomputed":
@@ -143,14 +176,14 @@ def kernel_block(X, Y, kernel, params, n_jobs="context"):
     if threads > 1:
         threads = min(threads, _parallel.n_threads(n_jobs))
     if threads <= 1:
-        block = _serial_kernel_block(X, Y, kernel, params)
+        block = _serial_kernel_block(X, Y, kernel, params, columns=columns)
         return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
     out = np.empty((n, Y.shape[0]), dtype=dtype)
     bounds = np.linspace(0, n, threads + 1).astype(int)
     groups = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def work(rows):
-        _serial_kernel_block(X[rows], Y, kernel, params, out[rows])
+        _serial_kernel_block(X[rows], Y, kernel, params, out[rows], columns)
 
     _parallel.run(work, groups, threads)
     return check_kernel_values(out, kernel)

@@ -19,9 +19,11 @@ from . import _array_api, _dask, _linalg, _parallel, _tiles
 from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product
 from ._dof import _landmark_dof, _uniform_landmark_dof
 from ._kernels import (
+    CHUNK_ENTRIES,
     KernelColumns,
     get_kernel_params,
     kernel_block,
+    kernel_columns,
 )
 from ._landmark_block import (
     DIRECT,
@@ -91,9 +93,21 @@ class _TriangularFeatures:
         self.triangular = triangular
         self.n_jobs = n_jobs
         self.triangular_product = _one_blas_thread()
+        self.columns = kernel_columns(landmarks, kernel, params)
+
+    def stream_rows(self):
+        """Rows per chunk that a pass may evaluate and consume while they
+        stay in a core's cache (``FeatureBlocks.reduce(stream=True)``), or
+        None where a chunk is no cheaper than a block: in a triangular basis
+        every chunk would pay a ``p x p`` product of a few rows."""
+        if self.triangular is not None:
+            return None
+        return max(1, CHUNK_ENTRIES // max(self.landmarks.shape[0], 1))
 
     def __call__(self, X):
-        K = kernel_block(X, self.landmarks, self.kernel, self.params, self.n_jobs)
+        K = kernel_block(
+            X, self.landmarks, self.kernel, self.params, self.n_jobs, self.columns
+        )
         if self.triangular is None:  # the kernel basis: K(x, I) itself
             return K
         T = self.triangular.astype(K.dtype, copy=False)

@@ -254,7 +254,7 @@ class KernelBasisRidgeProblem(RidgeProblem):
                 Z *= sw_b[:, None]
             return K_b.T @ Z, Z.sum(axis=0)
 
-        KtSZ, SZ = self.features.reduce(statistic, self.sw)
+        KtSZ, SZ = self.features.reduce(statistic, self.sw, stream=True)
         return self.basis.map_t(KtSZ - np.outer(m, SZ)) + alpha * V
 
     def _refine(self, start, alpha, precondition):

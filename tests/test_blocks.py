@@ -185,3 +185,49 @@ def test_reduce_sums_in_place_without_touching_the_blocks():
     total, count = blocks.reduce(lambda Phi_b: (Phi_b.sum(0), Phi_b.shape[0]))
     np.testing.assert_allclose(total, Phi.sum(0))
     assert count == 50
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_streamed_pass_equals_the_pass_over_blocks(kernel, monkeypatch):
+    # Kernel blocks computed on the fly are consumed in cache-sized chunks
+    # of rows: the statistic sees chunks, never a whole block, and the sums
+    # are those of the blocks.  The RBF chunks reuse the landmarks' half of
+    # the fused product.
+    from sklearn_dof import _kernels, _nystroem
+    from sklearn_dof._nystroem import _TriangularFeatures
+
+    monkeypatch.setattr(_nystroem, "CHUNK_ENTRIES", 40 * 30)
+    rng = np.random.RandomState(4)
+    X, landmarks = rng.randn(3000, 5), rng.randn(40, 5)
+    U = rng.randn(40, 2)
+    params = {"gamma": 0.3}
+    feature_map = _TriangularFeatures(landmarks, kernel, params, None)
+    assert (feature_map.columns is not None) == (kernel == "rbf")
+    K = _kernels.kernel_block(X, landmarks, kernel, params)
+    seen = []
+
+    def statistic(K_b, w_b):
+        seen.append(K_b.shape[0])
+        Z = (K_b @ U) * w_b[:, None]
+        return K_b.T @ Z, Z.sum(axis=0)
+
+    w = rng.uniform(0.5, 2.0, 3000)
+    with _parallel.use_n_jobs(2):
+        blocks = FeatureBlocks(X, feature_map, 40, working_memory=0.5)
+        assert len(blocks.slices) > 1
+        streamed = blocks.reduce(statistic, w, stream=True)
+        assert max(seen) == 30 and sum(seen) == 3000
+        seen.clear()
+        whole = blocks.reduce(statistic, w)
+        assert max(seen) > 30
+    Z = (K @ U) * w[:, None]
+    for got, expected in zip(streamed, (K.T @ Z, Z.sum(axis=0)), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    for got, expected in zip(whole, streamed, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    # Cached blocks are read, not streamed.
+    seen.clear()
+    cached = FeatureBlocks(X, feature_map, 40, working_memory=2, cache=True)
+    assert cached.cached
+    cached.reduce(statistic, w, stream=True)
+    assert max(seen) > 30
