@@ -86,7 +86,7 @@ class DoFKernelMixin:
         if cholesky is None:
             return None
         self._coef = None
-        return linalg.solve_triangular(cholesky, W, lower=False)
+        return linalg.solve_triangular(cholesky, W, lower=False, check_finite=False)
 
     def _kernel_expansion(self, X):
         """``K(X, I) dual_coef_^T + intercept_``: ``O(p)`` per row, by blocks

@@ -177,7 +177,9 @@ def shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
     positive definite (a kernel that is not PSD), None: the pseudo-inverse.
     """
     gram = np.asarray(gram, dtype=np.float64)
-    shift = rtol * max(float(lapack.dlange("1", gram)), np.finfo(float).tiny)
+    # ||K||_1 as the infinity norm of K^T, a Fortran-ordered view: f2py
+    # would copy C-ordered K into Fortran order first (3.2 GB at p = 20,000).
+    shift = rtol * max(float(lapack.dlange("I", gram.T)), np.finfo(float).tiny)
     if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty:
         return None
     shifted = gram.copy()
@@ -275,13 +277,19 @@ class LandmarkBasis:
         """``N V``: from feature weights to landmark (dual) weights."""
         if self.matrix is not None:
             return self.matrix @ V
-        return linalg.solve_triangular(self.cholesky, V, lower=False)
+        # (R is the estimator's own finite factor: no check of p^2 entries
+        # at every step of the conjugate gradients.)
+        return linalg.solve_triangular(
+            self.cholesky, V, lower=False, check_finite=False
+        )
 
     def map_t(self, V):
         """``N^T V``: from sums over kernel blocks to the features' basis."""
         if self.matrix is not None:
             return self.matrix.T @ V
-        return linalg.solve_triangular(self.cholesky, V, trans="T", lower=False)
+        return linalg.solve_triangular(
+            self.cholesky, V, trans="T", lower=False, check_finite=False
+        )
 
     def congruence(self, G):
         """``N^T G N`` of a symmetric ``G``."""
