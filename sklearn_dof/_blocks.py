@@ -305,6 +305,24 @@ def kernel_product(X, landmarks, kernel, params, W, dtype=np.float64):
     return out
 
 
+def stream_rows(feature_map):
+    """Rows per chunk at which ``feature_map`` may be streamed
+    (its ``stream_rows()``), or None."""
+    rows = getattr(feature_map, "stream_rows", None)
+    return None if rows is None else rows()
+
+
+def streamed(statistic, feature_map, chunk, X, *row_arrays):
+    """``sum_c statistic(feature_map(X[c]), *(a[c] for a in row_arrays))``
+    over chunks ``c`` of ``chunk`` rows: the features of each chunk are
+    consumed while they are in cache (``FeatureBlocks.reduce(stream=True)``)."""
+    total = None
+    for rows in gen_batches(X.shape[0], chunk):
+        term = statistic(feature_map(X[rows]), *(a[rows] for a in row_arrays))
+        total = _add(total, term)
+    return total
+
+
 class FeatureBlocks:
     """The training features ``Phi`` (n x p), as blocks of rows.
 
@@ -432,10 +450,9 @@ class FeatureBlocks:
 
     def _stream_rows(self):
         """Rows per streamed chunk, or None where blocks are not streamed."""
-        if self.cached or self.feature_map is None:
+        if self.cached:
             return None
-        stream_rows = getattr(self.feature_map, "stream_rows", None)
-        return None if stream_rows is None else stream_rows()
+        return stream_rows(self.feature_map)
 
     def reduce(self, statistic, *row_arrays, stream=False):
         """``sum_b statistic(Phi_b, *(a[b] for a in row_arrays))``.
@@ -458,14 +475,13 @@ class FeatureBlocks:
             total = None
             for b in blocks:
                 sl = self.slices[b]
+                arrays = [a[sl] for a in row_arrays]
                 if chunk is None:
-                    term = statistic(self._block(b), *(a[sl] for a in row_arrays))
-                    total = _add(total, term)
-                    continue
-                for part in gen_batches(sl.stop - sl.start, chunk):
-                    rows = slice(sl.start + part.start, sl.start + part.stop)
-                    Phi = self.feature_map(self.X[rows])
-                    total = _add(total, statistic(Phi, *(a[rows] for a in row_arrays)))
+                    term = statistic(self._block(b), *arrays)
+                else:
+                    X_b = self.X[sl]
+                    term = streamed(statistic, self.feature_map, chunk, X_b, *arrays)
+                total = _add(total, term)
             return total
 
         total = None

@@ -53,7 +53,7 @@ from sklearn.utils.validation import (
 )
 
 from . import _kernels, _linalg, _tiles
-from ._blocks import FeatureBlocks, _add, materialize
+from ._blocks import FeatureBlocks, _add, materialize, stream_rows, streamed
 from ._kernels import _UNIT_DIAGONAL, KernelColumns
 from ._sampling import DEFAULT_RTOL, PartialCholesky
 from ._validation import check_kernel_values
@@ -115,6 +115,12 @@ def _call(box, *args):
     # A statistic's terms are summed where its block lives: only p x p
     # results travel, never the block a Gram term still refers to.
     return materialize(_unbox(box)(*args))
+
+
+def _call_streamed(box, feature_map, chunk, X_block, *row_blocks):
+    return materialize(
+        streamed(_unbox(box), _unbox(feature_map), chunk, X_block, *row_blocks)
+    )
 
 
 def _sum_terms(*terms):
@@ -636,10 +642,28 @@ class DaskFeatureBlocks(FeatureBlocks):
     def reduce(self, statistic, *row_arrays, stream=False):
         """``sum_b statistic(Phi_b, ...)``: per chunk on the workers, tree-summed.
 
-        (``stream`` is accepted for the threaded blocks' signature; a chunk's
-        features are evaluated whole on its worker.)"""
-        total = _tree_sum(self._tasks(statistic, row_arrays))
-        return _compute(total)[0]
+        ``stream``: features that are not persisted are computed from each
+        chunk of ``X`` by cache-sized pieces and consumed at once
+        (:func:`~sklearn_dof._blocks.streamed`), as in the threaded blocks.
+        """
+        chunk = None if self.cached else stream_rows(self.feature_map)
+        if stream and chunk is not None:
+            tasks = self._streamed_tasks(statistic, row_arrays, chunk)
+        else:
+            tasks = self._tasks(statistic, row_arrays)
+        return _compute(_tree_sum(tasks))[0]
+
+    def _streamed_tasks(self, statistic, row_arrays, chunk):
+        delayed = _dask().delayed
+        X = self.X if self.X.numblocks[1] == 1 else self.X.rechunk({1: -1})
+        box, feature_map = _shared(statistic), _shared(self.feature_map)
+        rows = [self._row_blocks(a) for a in row_arrays]
+        return [
+            delayed(_call_streamed, pure=False)(
+                box, feature_map, chunk, X_b, *(r[b] for r in rows)
+            )
+            for b, X_b in enumerate(X.to_delayed().ravel())
+        ]
 
     def map(self, function, *row_arrays):
         """Row-wise results ``function(Phi_b, ...)``, gathered as numpy."""

@@ -229,6 +229,35 @@ def test_feature_blocks_reduce_and_map_like_in_memory(client, data):
     assert len(pickle.dumps(blocks)) < len(pickle.dumps(blocks.rotation)) + 2000
 
 
+def test_kernel_products_stream_on_the_workers(client, data, monkeypatch):
+    """Kernel blocks that are not persisted are streamed on the workers in
+    chunks of rows: the sums of the threaded blocks, from smaller pieces."""
+    from sklearn_dof import _nystroem
+
+    X, y, Xd = data
+    nys = DoFNystroem(alpha=30.0, gamma=0.5, n_components=25, random_state=0)
+    nys.fit(X)
+    monkeypatch.setattr(_nystroem, "CHUNK_ENTRIES", 25 * 30)
+    monkeypatch.setattr(_dask, "PERSIST_FRACTION", 0.0)
+    blocks = nys._training_features(Xd, kernel_basis=True)
+    assert isinstance(blocks, _dask.DaskFeatureBlocks) and not blocks.cached
+    K = nys._training_features(X, kernel_basis=True).toarray()
+    U = np.random.RandomState(5).randn(25, 2)
+
+    def statistic(K_b, y_b):
+        Z = (K_b @ U) * y_b[:, None]
+        # The last term: the sum of squared piece sizes tells pieces apart.
+        return K_b.T @ Z, Z.sum(axis=0), float(K_b.shape[0]) ** 2
+
+    streamed = blocks.reduce(statistic, y, stream=True)
+    whole = blocks.reduce(statistic, y)
+    Z = (K @ U) * y[:, None]
+    for got in (streamed, whole):
+        np.testing.assert_allclose(got[0], K.T @ Z, rtol=1e-12)
+        np.testing.assert_allclose(got[1], Z.sum(axis=0), rtol=1e-12)
+    assert streamed[2] == 1200 * 30 and whole[2] == 1200 * 300
+
+
 def test_recomputed_features_give_the_same_fit(client, data, monkeypatch):
     """Beyond the persist budget the features are recomputed at each pass."""
     X, y, Xd = data
