@@ -323,6 +323,23 @@ def streamed(statistic, feature_map, chunk, X, *row_arrays):
     return total
 
 
+def streamed_map(function, feature_map, chunk, X, *row_arrays):
+    """Row-wise ``function(feature_map(X[c]), ...)`` over chunks ``c`` of
+    ``chunk`` rows, stacked (see :func:`streamed`)."""
+    parts = [
+        function(feature_map(X[rows]), *(a[rows] for a in row_arrays))
+        for rows in gen_batches(X.shape[0], chunk)
+    ]
+    return _stack(parts)
+
+
+def _stack(parts):
+    """Row-wise results (arrays or tuples of them) stacked."""
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+    return np.concatenate(parts)
+
+
 class FeatureBlocks:
     """The training features ``Phi`` (n x p), as blocks of rows.
 
@@ -489,19 +506,26 @@ class FeatureBlocks:
             total = _merge(total, part)
         return total
 
-    def map(self, function, *row_arrays):
-        """Row-wise results ``function(Phi_b, ...)`` stacked over the blocks."""
+    def map(self, function, *row_arrays, stream=False):
+        """Row-wise results ``function(Phi_b, ...)`` stacked over the blocks
+        (``stream``: as in :meth:`reduce`)."""
+        chunk = self._stream_rows() if stream else None
 
         def work(blocks):
-            return [
-                function(self._block(b), *(a[self.slices[b]] for a in row_arrays))
-                for b in blocks
-            ]
+            parts = []
+            for b in blocks:
+                sl = self.slices[b]
+                arrays = [a[sl] for a in row_arrays]
+                if chunk is None:
+                    parts.append(function(self._block(b), *arrays))
+                else:
+                    X_b = self.X[sl]
+                    parts.append(
+                        streamed_map(function, self.feature_map, chunk, X_b, *arrays)
+                    )
+            return parts
 
-        parts = [part for group in self._pass(work) for part in group]
-        if isinstance(parts[0], tuple):
-            return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
-        return np.concatenate(parts)
+        return _stack([part for group in self._pass(work) for part in group])
 
     def first_block(self):
         """Features of the first block."""

@@ -53,7 +53,14 @@ from sklearn.utils.validation import (
 )
 
 from . import _kernels, _linalg, _tiles
-from ._blocks import FeatureBlocks, _add, materialize, stream_rows, streamed
+from ._blocks import (
+    FeatureBlocks,
+    _add,
+    materialize,
+    stream_rows,
+    streamed,
+    streamed_map,
+)
 from ._kernels import _UNIT_DIAGONAL, KernelColumns
 from ._sampling import DEFAULT_RTOL, PartialCholesky
 from ._validation import check_kernel_values
@@ -121,6 +128,10 @@ def _call_streamed(box, feature_map, chunk, X_block, *row_blocks):
     return materialize(
         streamed(_unbox(box), _unbox(feature_map), chunk, X_block, *row_blocks)
     )
+
+
+def _call_streamed_map(box, feature_map, chunk, X_block, *row_blocks):
+    return streamed_map(_unbox(box), _unbox(feature_map), chunk, X_block, *row_blocks)
 
 
 def _sum_terms(*terms):
@@ -646,28 +657,30 @@ class DaskFeatureBlocks(FeatureBlocks):
         chunk of ``X`` by cache-sized pieces and consumed at once
         (:func:`~sklearn_dof._blocks.streamed`), as in the threaded blocks.
         """
-        chunk = None if self.cached else stream_rows(self.feature_map)
-        if stream and chunk is not None:
-            tasks = self._streamed_tasks(statistic, row_arrays, chunk)
-        else:
-            tasks = self._tasks(statistic, row_arrays)
-        return _compute(_tree_sum(tasks))[0]
+        return _compute(_tree_sum(self._pass_tasks(statistic, row_arrays, stream)))[0]
 
-    def _streamed_tasks(self, statistic, row_arrays, chunk):
+    def _pass_tasks(self, function, row_arrays, stream, rowwise=False):
+        """One task per chunk: ``function`` on the chunk's features, or on
+        its pieces (``stream`` where the features are not persisted)."""
+        chunk = None if self.cached else stream_rows(self.feature_map)
+        if not (stream and chunk is not None):
+            return self._tasks(function, row_arrays)
         delayed = _dask().delayed
         X = self.X if self.X.numblocks[1] == 1 else self.X.rechunk({1: -1})
-        box, feature_map = _shared(statistic), _shared(self.feature_map)
+        box, feature_map = _shared(function), _shared(self.feature_map)
         rows = [self._row_blocks(a) for a in row_arrays]
+        call = _call_streamed_map if rowwise else _call_streamed
         return [
-            delayed(_call_streamed, pure=False)(
+            delayed(call, pure=False)(
                 box, feature_map, chunk, X_b, *(r[b] for r in rows)
             )
             for b, X_b in enumerate(X.to_delayed().ravel())
         ]
 
-    def map(self, function, *row_arrays):
-        """Row-wise results ``function(Phi_b, ...)``, gathered as numpy."""
-        parts = _compute(*self._tasks(function, row_arrays))
+    def map(self, function, *row_arrays, stream=False):
+        """Row-wise results ``function(Phi_b, ...)``, gathered as numpy
+        (``stream``: as in :meth:`reduce`)."""
+        parts = _compute(*self._pass_tasks(function, row_arrays, stream, True))
         if isinstance(parts[0], tuple):
             return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
         return np.concatenate(parts)

@@ -15,7 +15,7 @@ from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._landmark_block import FitRequest
 from ._landmarks import FACTOR_BUDGET_BYTES
-from ._newton import DEFAULT_MAX_HESSIAN_BYTES, logistic_newton
+from ._newton import DEFAULT_MAX_HESSIAN_BYTES, auto_inner_solver, logistic_newton
 from ._progress import Progress
 from ._samplers import gives_rows
 
@@ -354,6 +354,21 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             return features
         basis = features.basis
         cholesky = None if basis is None else basis.cholesky
+        p = features.n_components
+        inner = self.solver.removeprefix("newton-")
+        if inner == "auto":
+            inner = auto_inner_solver(
+                p, self.classes_.shape[0], self.fit_intercept, self.max_hessian_bytes
+            )
+        if (
+            cholesky is not None
+            and inner == "cg"
+            and 8 * p * features.n_samples > _FEATURE_CACHE_BYTES
+        ):
+            # Features that would be recomputed at every pass, n p^2 flops
+            # each: Newton-CG on the kernel blocks instead (streamed passes
+            # of n p, R^{-1} applied to the coefficients; see _newton._Problem).
+            return features
         triangular = self.nystroem_._training_features(
             X, cache=_FEATURE_CACHE_BYTES, cholesky=cholesky
         )

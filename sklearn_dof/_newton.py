@@ -123,6 +123,34 @@ class _Problem:
         if fit_intercept and not self.binary:
             self.free[-1, -1] = False
         self._gram = None
+        # Kernel blocks K(x, I) whose features K(x, I) N are never formed
+        # (``features.basis``, N = R^{-1} for the estimators): every product
+        # with the features is a streamed pass over the kernel blocks, with N
+        # applied to its p x m side, 2 p^2 m flops a product against the
+        # n p^2 of forming the features at every pass when they do not fit
+        # in memory.
+        self.basis = features.basis
+
+    def _kernel_side(self, coef):
+        """``N W^T`` (p, m) for coefficients ``coef`` (m, p) of the
+        features: the weights of the kernel blocks."""
+        if self.basis is None:
+            return coef.T.copy()
+        return self.basis.map(coef.T)
+
+    def _feature_side(self, SK):
+        """``S^T K N`` (m, p) from a sum ``S^T K`` (m, p) over kernel
+        blocks."""
+        if self.basis is None:
+            return SK
+        return self.basis.map_t(SK.T).T
+
+    def _features_of(self, Phi_b):
+        """The features of a block: ``K_b N`` of kernel blocks (``n_b
+        p^2`` flops: only for what has no streamed form)."""
+        if self.basis is None:
+            return Phi_b
+        return self._feature_side(np.asarray(Phi_b, dtype=np.float64))
 
     def project(self, V):
         """Orthogonal projection on ``{V : sum_k V[k] = 0}`` (multinomial).
@@ -137,8 +165,10 @@ class _Problem:
 
     def raw(self, theta):
         """Decision values ``Phi W^T + b``, shape (n, m)."""
-        coef_t = theta[:, : self.p].T.copy()
-        R = self.features.map(lambda Phi_b: Phi_b @ coef_t.astype(Phi_b.dtype))
+        coef_t = self._kernel_side(theta[:, : self.p])
+        R = self.features.map(
+            lambda Phi_b: Phi_b @ coef_t.astype(Phi_b.dtype), stream=True
+        )
         R = R.astype(np.float64, copy=False)
         if self.fit_intercept:
             R += theta[:, self.p]
@@ -198,9 +228,12 @@ class _Problem:
 
     def _rmatmul(self, G):
         """``G^T Phi`` for a per-row array ``G`` of shape (n, m): (m, p)."""
-        return self.features.reduce(
-            lambda Phi_b, G_b: (G_b.T @ Phi_b).astype(np.float64, copy=False), G
+        GK = self.features.reduce(
+            lambda Phi_b, G_b: (G_b.T @ Phi_b).astype(np.float64, copy=False),
+            G,
+            stream=True,
         )
+        return self._feature_side(GK)
 
     def _weighted_grams(self, D):
         """``Xa^T diag(D[:, j]) Xa`` for each column of ``D``, in one pass.
@@ -213,7 +246,7 @@ class _Problem:
         nonneg = bool(np.all(D >= 0))
 
         def statistic(Phi_b, D_b):
-            Phi_b = Phi_b.astype(np.float64, copy=False)
+            Phi_b = self._features_of(Phi_b).astype(np.float64, copy=False)
             out = np.empty((D_b.shape[1], q, q))
             for j in range(D_b.shape[1]):
                 d = D_b[:, j]
@@ -240,7 +273,10 @@ class _Problem:
         diag = np.empty((self.m, self.q))
         diag[:, :p] = (
             self.features.reduce(
-                lambda Phi_b, c_b: c_b.T @ np.square(Phi_b, dtype=np.float64), curv
+                lambda Phi_b, c_b: (
+                    c_b.T @ np.square(self._features_of(Phi_b), dtype=np.float64)
+                ),
+                curv,
             )
             + self.lam
         )
@@ -275,7 +311,7 @@ class _Problem:
         product, not twice.
         """
         p = self.p
-        coef_t = V[:, :p].T.copy()
+        coef_t = self._kernel_side(V[:, :p])
         intercept = V[:, p] if self.fit_intercept else 0.0
         binary = self.binary
 
@@ -288,9 +324,9 @@ class _Problem:
                 S = (s_b[:, None] * P_b) * (U - (P_b * U).sum(axis=1, keepdims=True))
             return (S.T @ Phi_b).astype(np.float64, copy=False), S.sum(axis=0)
 
-        SPhi, S_sum = self.features.reduce(statistic, P, self.s)
+        SK, S_sum = self.features.reduce(statistic, P, self.s, stream=True)
         out = np.empty_like(V)
-        out[:, :p] = SPhi + self.lam * V[:, :p]
+        out[:, :p] = self._feature_side(SK) + self.lam * V[:, :p]
         if self.fit_intercept:
             out[:, p] = S_sum
         return out
@@ -306,6 +342,9 @@ class _Problem:
         """
         if self._gram is not None:
             return self._gram
+        if self.basis is not None and self.basis.cholesky is not None:
+            self._gram = self._nystroem_gram()
+            return self._gram
         sums = self.features.factor
         # (Kernel blocks, with a basis, carry the kernel-basis sums instead.)
         if sums is None or self.features.basis is not None or np.ptp(self.s) != 0:
@@ -319,6 +358,25 @@ class _Problem:
             gram[p, :p] = gram[:p, p] = mean
             gram[p, p] = 1.0
         self._gram = gram
+        return gram
+
+    def _nystroem_gram(self):
+        """``Xa^T diag(s) Xa`` as the landmarks see it, without a pass: for
+        uniform landmarks ``Phi^T diag(s) Phi`` (the weights sum to one) is
+        about the mean over the landmarks of their own features' outer
+        products, ``K(I, I) R^{-1} = R^T`` (up to the shift): ``R R^T / p``,
+        the preconditioner of Falkon (and of the ridge's conjugate
+        gradients, ``_ridge_solve.NystroemPCGRidgeProblem``) in ``p^3 / 3``
+        flops.  The intercept is left uncoupled (its curvature, the total
+        weight one, on the diagonal): an approximate ``G`` with the exact
+        mean row beside it need not be positive definite.
+        """
+        p, q = self.p, self.q
+        gram = np.zeros((q, q))
+        gram[:p, :p] = _tiles.upper_outer(self.basis.cholesky)
+        gram[:p, :p] /= p
+        if self.fit_intercept:
+            gram[p, p] = 1.0
         return gram
 
 
@@ -426,14 +484,22 @@ class _Preconditioner:
 
     Without room in ``max_hessian_bytes`` for the Gram matrix (``8 q^2``
     bytes) the Hessian's diagonal; without room for the blocks (``8 m
-    q^2``), no switch.
+    q^2``), no switch.  On kernel blocks whose features are never formed
+    (``_Problem.basis``), the Gram matrix the landmarks give
+    (:meth:`_Problem._nystroem_gram`), whatever the budget, and no switch:
+    the diagonal and the blocks would each cost a pass of ``n p^2``.
     """
 
     def __init__(self, problem, max_hessian_bytes):
         self.problem = problem
         q, m = problem.q, problem.m
-        self.can_block = 8 * m * q**2 <= max_hessian_bytes
-        self.mode = "gram" if 8 * q**2 <= max_hessian_bytes else "diagonal"
+        # Kernel blocks in a Cholesky basis (features never formed): the
+        # landmarks' Gram matrix, of R's size, whatever the budget; the
+        # blocks and the diagonal would cost passes of n p^2.
+        kernel_blocks = problem.basis is not None and problem.basis.cholesky is not None
+        self.can_block = 8 * m * q**2 <= max_hessian_bytes and not kernel_blocks
+        gram_fits = 8 * q**2 <= max_hessian_bytes or kernel_blocks
+        self.mode = "gram" if gram_fits else "diagonal"
         self.switch_after = max(10, m * q // 80)
 
     def step(self, g, P):

@@ -129,6 +129,54 @@ def test_newton_cg_on_many_classes_matches_cholesky(max_hessian_bytes):
     assert_allclose(cg.intercept_, chol.intercept_, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("sample_weights", [False, True])
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_newton_cg_on_kernel_blocks_matches_the_features(
+    n_classes, sample_weights, monkeypatch
+):
+    # Features too large to keep: Newton-CG runs on the kernel blocks in the
+    # Cholesky basis (streamed passes, R^{-1} on the coefficients' side,
+    # the landmarks' Gram matrix as preconditioner) and never forms them.
+    # Same optimum as on the features themselves.
+    from sklearn_dof import _logistic
+
+    X, y, weights = _problem(n_classes, n_samples=400)
+    weights = weights if sample_weights else None
+    params = dict(alpha=1e-2, gamma=0.2, n_components=80, tol=1e-10, random_state=0)
+    ref = DoFKernelLogisticRegression(solver="newton-cg", **params)
+    ref.fit(X, y, sample_weight=weights)
+    problems = []
+    init = _newton._Problem.__init__
+
+    def spy(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        problems.append(self)
+
+    monkeypatch.setattr(_newton._Problem, "__init__", spy)
+    formed = []
+    features_of = _newton._Problem._features_of
+    monkeypatch.setattr(
+        _newton._Problem,
+        "_features_of",
+        lambda self, K_b: formed.append(K_b.shape) or features_of(self, K_b),
+    )
+    monkeypatch.setattr(_logistic, "_FEATURE_CACHE_BYTES", 0)
+    clf = DoFKernelLogisticRegression(solver="newton-cg", **params)
+    clf.fit(X, y, sample_weight=weights)
+    assert problems[-1].basis is not None and not formed
+    assert clf.solver_ == "newton-cg"
+    assert_allclose(clf.coef_, ref.coef_, rtol=0, atol=1e-6)
+    assert_allclose(clf.intercept_, ref.intercept_, rtol=0, atol=1e-6)
+    assert_allclose(clf.predict_proba(X), ref.predict_proba(X), atol=1e-7)
+    # "auto" picks the Cholesky steps for two classes at this size: on the
+    # features, whatever their memory.
+    problems.clear()
+    auto = DoFKernelLogisticRegression(**params).fit(X, y, sample_weight=weights)
+    expected = "newton-cholesky" if n_classes == 2 else "newton-cg"
+    assert auto.solver_ == expected
+    assert (problems[-1].basis is None) == (n_classes == 2)
+
+
 @pytest.mark.parametrize(
     "n_classes, solver, expected",
     [
