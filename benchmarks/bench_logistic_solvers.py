@@ -15,9 +15,6 @@ each fit in a child process of its own:
   took Newton-CG from three classes on;
 * ``ours-cg``: the same with ``solver="newton-cg"``, for two classes
   (where ``"auto"`` takes Cholesky steps);
-* ``ours-features`` (not run by default): ``ours`` with Newton on the
-  features ``K(x, I) R^{-1}`` kept in memory whatever their size; past 2
-  GiB of features ``ours`` runs Newton-CG on the kernel blocks instead;
 * ``sklearn-lbfgs``, ``sklearn-newton-cholesky``: ``DoFNystroem`` at the same
   landmarks (``fit_transform``, timed with the solver) then
   ``LogisticRegression(C=1/alpha, solver=...)``, scikit-learn's defaults
@@ -57,16 +54,7 @@ SYSTEMS = [
     "sklearn-lbfgs",
     "sklearn-newton-cholesky",
 ]
-SOLVERS = {
-    "ours": "auto",
-    "ours-cholesky": "newton-cholesky",
-    "ours-cg": "newton-cg",
-    "ours-features": "auto",
-}
-# "ours-features" (not in the default run) keeps the features in memory
-# whatever their size, as before Newton-CG ran on the kernel blocks past 2
-# GiB of them; its preconditioner past max_hessian_bytes is the Hessian's
-# diagonal.
+SOLVERS = {"ours": "auto", "ours-cholesky": "newton-cholesky", "ours-cg": "newton-cg"}
 
 
 def load(name):
@@ -94,10 +82,6 @@ def child(case):
     X, y, X_test, y_test = load(case["dataset"])
     gamma = 1.0 / X.shape[1]
     p, alpha, system = case["rank"], case["alpha"], case["system"]
-    if system == "ours-features":
-        from sklearn_dof import _logistic
-
-        _logistic._FEATURE_CACHE_BYTES = np.inf
     if system.startswith("ours"):
         model = DoFKernelLogisticRegression(
             alpha=alpha,
