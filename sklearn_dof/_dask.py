@@ -56,6 +56,7 @@ from . import _kernels, _linalg, _tiles
 from ._blocks import (
     FeatureBlocks,
     _add,
+    _stack,
     materialize,
     stream_rows,
     streamed,
@@ -680,10 +681,7 @@ class DaskFeatureBlocks(FeatureBlocks):
     def map(self, function, *row_arrays, stream=False):
         """Row-wise results ``function(Phi_b, ...)``, gathered as numpy
         (``stream``: as in :meth:`reduce`)."""
-        parts = _compute(*self._pass_tasks(function, row_arrays, stream, True))
-        if isinstance(parts[0], tuple):
-            return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
-        return np.concatenate(parts)
+        return _stack(_compute(*self._pass_tasks(function, row_arrays, stream, True)))
 
     def first_block(self):
         return _dask().compute(self._phi_blocks()[0])[0]
