@@ -38,7 +38,7 @@ import numpy as np
 from . import _dask, _linalg
 from ._blocks import mirror_lower
 from ._sampling import PrefixSums, factor_sums
-from ._validation import ALWAYS_PSD_KERNELS, check_landmark_gram
+from ._validation import ALWAYS_PSD_KERNELS, NON_PSD_KERNELS, check_landmark_gram
 
 PREFIX = "prefix"
 DIRECT = "direct"
@@ -136,7 +136,8 @@ class LandmarkBlock(NamedTuple):
     K(I, I) + shift I`` (``PREFIX``, ``CHOLESKY``); ``eigvals``, ``eigvecs``
     and ``normalization`` (``K(I, I)^{+1/2}`` in the data's dtype): the
     ``EIGH`` route's; ``features``: the rows' factor's leading columns
-    (``PREFIX``).
+    (``PREFIX``); ``consumed``: the factorisation overwrote the selection's
+    ``K(I, I)``, which callers then recompute where they need it.
     """
 
     route: str
@@ -146,6 +147,7 @@ class LandmarkBlock(NamedTuple):
     eigvecs: np.ndarray | None = None
     normalization: np.ndarray | None = None
     features: np.ndarray | None = None
+    consumed: bool = False
 
     @property
     def description(self):
@@ -189,15 +191,25 @@ def plan_block(selection, kernel, request, n_samples):
     return BlockPlan(route, exact, points)
 
 
-def factor_block(plan, selection, alpha, n_samples, kernel, dtype):
+def factor_block(plan, selection, alpha, n_samples, kernel, dtype, landmark_gram=None):
     """Run ``plan`` on the landmark block: a :class:`LandmarkBlock`.
 
     Warns when the block is not PSD (``check_landmark_gram``): from the
     eigenvalues on the ``EIGH`` route, from the factorisation otherwise.
+    Given ``landmark_gram``, a callable that recomputes ``K(I, I)``, a
+    large block may be factored in its own memory
+    (:func:`~sklearn_dof._linalg.landmark_factor`); should that fail, the
+    pseudo-inverse reads the block recomputed.
     """
     gram = selection.gram
     p = gram.shape[0]
     block = None
+    # A kernel known not to be PSD is checked from the block after its
+    # factorisation (check_landmark_gram): kept whole.
+    in_place = landmark_gram is not None and not (
+        isinstance(kernel, str) and kernel in NON_PSD_KERNELS
+    )
+    consumed = False
     if plan.route == PREFIX:
         # A pivot's row has no residual left for the later columns, so
         # G[I, :p] is lower triangular.
@@ -209,13 +221,22 @@ def factor_block(plan, selection, alpha, n_samples, kernel, dtype):
     elif plan.route == CHOLESKY:
         # The shift the penalty tolerates: alpha / n per row of lambda, on
         # the p rows of the block.
-        R, shift = _linalg.landmark_factor(gram, alpha * p / n_samples)
+        if in_place:
+            # (Its symmetry, read while it is there.)
+            check_landmark_gram(gram, kernel, positive_definite=True)
+        R, shift, consumed = _linalg.landmark_factor(
+            gram, alpha * p / n_samples, overwrite_gram=in_place
+        )
         if R is not None:
-            block = LandmarkBlock(CHOLESKY, cholesky=R, shift=shift)
+            block = LandmarkBlock(CHOLESKY, cholesky=R, shift=shift, consumed=consumed)
+            if consumed:
+                return block
     if block is not None:
         # (DIRECT: a kernel PSD by construction.)
         check_landmark_gram(gram, kernel, positive_definite=True)
         return block
+    if consumed:
+        gram = landmark_gram()
     eigvals, eigvecs, raw_eigvals = _linalg.landmark_eigh(gram)
     check_landmark_gram(gram, kernel, raw_eigvals)
     normalization = _linalg.inverse_sqrt_from_eigh(eigvals, eigvecs)
@@ -224,6 +245,7 @@ def factor_block(plan, selection, alpha, n_samples, kernel, dtype):
         eigvals=eigvals,
         eigvecs=eigvecs,
         normalization=normalization.astype(dtype, copy=False),
+        consumed=consumed,
     )
 
 

@@ -238,14 +238,19 @@ def _with_landmark_gram(selection, source):
         # rules nothing to pivot on; one landmark gives the (zero) features
         # the estimators then fit as an intercept.
         landmarks = uniform_columns(access.n_samples, 1, source.random_state)
+    gram = landmark_block(landmarks, access, source.kernel)
+    return selection._replace(landmarks=landmarks, gram=gram)
+
+
+def landmark_block(landmarks, access, kernel):
+    """``K(I, I)`` of ``landmarks``: row indices into ``access``'s data, or
+    points (a 2-d array)."""
     if landmarks.ndim == 2:
         gram = pairwise_kernels(
-            landmarks, metric=source.kernel, filter_params=True, **access.params
+            landmarks, metric=kernel, filter_params=True, **access.params
         )
-        gram = np.asarray(gram, dtype=access.dtype)
-    else:
-        gram = access.landmark_gram(landmarks)
-    return selection._replace(landmarks=landmarks, gram=gram)
+        return np.asarray(gram, dtype=access.dtype)
+    return access.landmark_gram(landmarks)
 
 
 def _dof_landmarks(source, alpha, tol, max_rank, progress):

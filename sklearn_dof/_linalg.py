@@ -154,7 +154,9 @@ def landmark_cholesky(gram, rtol=PINV_RTOL):
 _SHIFT_PENALTY_FRACTION = 1e-2
 
 
-def shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
+def shifted_landmark_cholesky(
+    gram, landmark_penalty, rtol=PINV_RTOL, overwrite_gram=False
+):
     """``(R, s)`` with ``R^T R = K(I, I) + s I``, or None.
 
     For the blocks :func:`landmark_cholesky` refuses (duplicated or
@@ -175,14 +177,34 @@ def shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
     it is below 1% of that, where ridge regression damps the directions it
     perturbs anyway; else, and for a block that the shift does not make
     positive definite (a kernel that is not PSD), None: the pseudo-inverse.
+
+    ``overwrite_gram``: factor in the memory of ``gram`` (see
+    :func:`landmark_factor`) where it is a writeable C-ordered float64
+    array and the shift is taken.
     """
     gram = np.asarray(gram, dtype=np.float64)
+    shift = _landmark_shift(gram, landmark_penalty, rtol)
+    if shift is None:
+        return None
+    in_place = overwrite_gram and _writeable(gram)
+    return _shifted_cholesky(gram, shift, in_place)
+
+
+def _landmark_shift(gram, landmark_penalty, rtol):
+    """The shift of :func:`shifted_landmark_cholesky`, None where the
+    penalty refuses it."""
     # ||K||_1 as the infinity norm of K^T, a Fortran-ordered view: f2py
     # would copy C-ordered K into Fortran order first (3.2 GB at p = 20,000).
     shift = rtol * max(float(lapack.dlange("I", gram.T)), np.finfo(float).tiny)
-    if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty:
-        return None
-    shifted = gram.copy()
+    return None if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty else shift
+
+
+def _writeable(gram):
+    return gram.dtype == np.float64 and gram.flags.c_contiguous and gram.flags.writeable
+
+
+def _shifted_cholesky(gram, shift, in_place):
+    shifted = gram if in_place else gram.copy()
     shifted[np.diag_indices_from(shifted)] += shift
     # Factored in place (above the tile order, where a p x p array counts):
     # the shifted block is gram + s I, never kept.
@@ -201,32 +223,38 @@ def shifted_landmark_cholesky(gram, landmark_penalty, rtol=PINV_RTOL):
 SHIFT_FIRST_COMPONENTS = 8192
 
 
-def landmark_factor(gram, landmark_penalty, rtol=PINV_RTOL):
-    """``(R, s)``: the upper Cholesky factor of ``K(I, I)``
+def landmark_factor(gram, landmark_penalty, rtol=PINV_RTOL, overwrite_gram=False):
+    """``(R, s, consumed)``: the upper Cholesky factor ``R`` of ``K(I, I)``
     (:func:`landmark_cholesky`, ``s = 0``) or, where that is refused, of the
     shifted block ``K(I, I) + s I`` (:func:`shifted_landmark_cholesky`);
-    ``(None, 0.0)`` when neither has one (the pseudo-inverse's case).
+    ``R`` None when neither has one (the pseudo-inverse's case).
 
     From :data:`SHIFT_FIRST_COMPONENTS` landmarks on, the shifted block is
-    tried first, when its shift is small enough for the penalty.
+    tried first, when its shift is small enough for the penalty; with
+    ``overwrite_gram`` (and ``gram`` a writeable C-ordered float64 array)
+    it is then factored in the memory of ``gram``, which saves a ``p x p``
+    copy (3.2 GB at ``p = 20,000``, the peak of a fit at that rank), and
+    ``consumed`` is True: ``gram`` is ``R`` itself or, when even the shifted
+    block has no factor, garbage.  That failure ends the search, since
+    ``K + s I`` not positive definite for ``s > 0`` rules out ``K``.
     """
     gram = np.asarray(gram, dtype=np.float64)
-
-    def unshifted():
-        R = landmark_cholesky(gram, rtol)
-        return None if R is None else (R, 0.0)
-
-    def shifted():
-        return shifted_landmark_cholesky(gram, landmark_penalty, rtol)
-
-    attempts = (unshifted, shifted)
-    if gram.shape[0] >= SHIFT_FIRST_COMPONENTS:
-        attempts = (shifted, unshifted)
-    for attempt in attempts:
-        factor = attempt()
+    shift_first = gram.shape[0] >= SHIFT_FIRST_COMPONENTS
+    if shift_first:
+        shift = _landmark_shift(gram, landmark_penalty, rtol)
+        if shift is not None:
+            in_place = overwrite_gram and _writeable(gram)
+            factor = _shifted_cholesky(gram, shift, in_place)
+            if factor is not None or in_place:
+                return (*(factor or (None, 0.0)), in_place)
+    R = landmark_cholesky(gram, rtol)
+    if R is not None:
+        return R, 0.0, False
+    if not shift_first:
+        factor = shifted_landmark_cholesky(gram, landmark_penalty, rtol)
         if factor is not None:
-            return factor
-    return None, 0.0
+            return (*factor, False)
+    return None, 0.0, False
 
 
 class LandmarkBasis:
@@ -238,11 +266,28 @@ class LandmarkBasis:
     sums over kernel blocks and maps the ``p x p`` sums with it.
     """
 
-    def __init__(self, cholesky=None, gram=None, matrix=None, shift=0.0):
+    def __init__(
+        self, cholesky=None, gram=None, matrix=None, shift=0.0, landmark_gram=None
+    ):
         self.cholesky = cholesky
         # K(I, I) and the shift s of the block R factors: R^T R = K + s I.
-        self.gram, self.shift = gram, shift
+        self._gram, self.shift = gram, shift
+        # Recomputes K(I, I) where the factorisation overwrote it, or after
+        # release_gram (only the direct solve reads it).
+        self._landmark_gram = landmark_gram
         self.matrix = matrix
+
+    @property
+    def gram(self):
+        """``K(I, I)`` (float64), recomputed on first use if let go."""
+        if self._gram is None and self._landmark_gram is not None:
+            self._gram = np.asarray(self._landmark_gram(), dtype=np.float64)
+        return self._gram
+
+    def release_gram(self):
+        """Let ``K(I, I)`` go (the conjugate gradients read ``R`` alone)."""
+        if self._landmark_gram is not None:
+            self._gram = None
 
     def ridge_solver(self, G, alpha):
         """``rhs -> (N^T G N + alpha I)^-1 rhs`` without forming ``N^T G N``.

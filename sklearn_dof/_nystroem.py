@@ -1,6 +1,7 @@
 """Nystroem feature map whose rank follows the degrees of freedom."""
 
 import warnings
+from functools import partial
 from numbers import Integral, Real
 
 import numpy as np
@@ -35,7 +36,7 @@ from ._landmark_block import (
     factor_block,
     plan_block,
 )
-from ._landmarks import DEFAULT_MAX_COMPONENTS, select_landmarks
+from ._landmarks import DEFAULT_MAX_COMPONENTS, landmark_block, select_landmarks
 from ._progress import Progress
 from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
@@ -413,10 +414,21 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         selection = self._select(access, X, request, progress)
         self._record_rank(selection, n_samples)
         plan = plan_block(selection, self.kernel, request, n_samples)
-        block = factor_block(
-            plan, selection, self.alpha, n_samples, self.kernel, X.dtype
-        )
+        # (Read before the factorisation may overwrite K(I, I).)
         check_penalty_resolution(self.alpha, np.diag(selection.gram), n_samples)
+        block = factor_block(
+            plan,
+            selection,
+            self.alpha,
+            n_samples,
+            self.kernel,
+            X.dtype,
+            landmark_gram=partial(
+                landmark_block, selection.landmarks, access, self.kernel
+            ),
+        )
+        if block.consumed:
+            selection = selection._replace(gram=None)
         description = "every row, the exact kernel" if plan.exact else None
         progress(
             f"{selection.landmarks.shape[0]} landmarks; landmark block: "
@@ -641,7 +653,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         elif kernel_basis:
             T = None
             extras["basis"] = _linalg.LandmarkBasis(
-                cholesky=factors.cholesky, gram=factors.gram, shift=factors.shift
+                cholesky=factors.cholesky,
+                gram=factors.gram,
+                shift=factors.shift,
+                landmark_gram=self._landmark_gram,
             )
             if factors.rows is not None:
                 extras["factor"] = LandmarkFactor(factors.rows, self.component_indices_)

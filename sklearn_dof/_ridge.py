@@ -520,13 +520,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # The iteration reads R alone: K(I, I), the direct solve's (3.2 GB
         # at p = 20,000), is let go, and recomputed should the direct solve
         # take over.
-        basis.gram = None
+        basis.release_gram()
         problem = NystroemPCGRidgeProblem(
             features, y, sample_weight, self.fit_intercept
         )
         W = problem.solve(self.alpha)
         if W is None:
-            basis.gram = self.nystroem_._landmark_gram().astype(np.float64)
             return None
         self.n_iter_ = problem.n_iter
         self._n_refine_passes = problem.refine_passes

@@ -159,6 +159,11 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
     n = A.shape[0]
     (lapack_potrf,) = lapack.get_lapack_funcs(("potrf",), (A,))
     if n <= tile:
+        if overwrite_a and A.flags.c_contiguous and not A.flags.f_contiguous:
+            # f2py would copy a C-ordered array into Fortran order: factor
+            # its transpose, the other triangle, in place.
+            factor, info = lapack_potrf(A.T, lower=not lower, clean=1, overwrite_a=1)
+            return factor.T, info
         return lapack_potrf(A, lower=lower, clean=1, overwrite_a=overwrite_a)
     # The lower triangle in Fortran order; the upper triangle of A is the
     # lower one of its transpose.

@@ -36,8 +36,8 @@ def test_landmark_factor_keeps_the_exact_block_below_the_threshold():
     from sklearn_dof import _linalg
 
     gram = _well_conditioned_block()
-    R, shift = _linalg.landmark_factor(gram, landmark_penalty=1.0)
-    assert shift == 0.0
+    R, shift, consumed = _linalg.landmark_factor(gram, landmark_penalty=1.0)
+    assert shift == 0.0 and not consumed
     np.testing.assert_allclose(R.T @ R, gram, atol=1e-12)
 
 
@@ -52,7 +52,8 @@ def test_landmark_factor_shifts_first_at_large_ranks(monkeypatch, penalty, shift
     monkeypatch.setattr(
         _linalg._tiles, "potrf", lambda A, **kw: calls.append(1) or potrf(A, **kw)
     )
-    R, shift = _linalg.landmark_factor(gram, landmark_penalty=penalty)
+    R, shift, consumed = _linalg.landmark_factor(gram, landmark_penalty=penalty)
+    assert not consumed
     # One factorisation: the shifted block where its shift is below 1% of
     # the penalty, else the block itself (which this one has).
     assert len(calls) == 1
@@ -61,3 +62,46 @@ def test_landmark_factor_shifts_first_at_large_ranks(monkeypatch, penalty, shift
     else:
         assert shift == 0.0
     np.testing.assert_allclose(R.T @ R, gram + shift * np.eye(len(gram)), atol=1e-12)
+
+
+def test_landmark_factor_overwrites_the_block_only_where_asked(monkeypatch):
+    from sklearn_dof import _linalg
+
+    gram = _well_conditioned_block()
+    monkeypatch.setattr(_linalg, "SHIFT_FIRST_COMPONENTS", gram.shape[0])
+    kept = gram.copy()
+    R, shift, consumed = _linalg.landmark_factor(kept, 1.0)
+    np.testing.assert_array_equal(kept, gram)
+    assert not consumed and not np.shares_memory(R, kept)
+    block = gram.copy()
+    R_in_place, shift_in_place, consumed = _linalg.landmark_factor(
+        block, 1.0, overwrite_gram=True
+    )
+    # The factor lives in the block's own memory: no p x p copy.
+    assert consumed and np.shares_memory(R_in_place, block)
+    assert shift_in_place == shift
+    np.testing.assert_allclose(R_in_place, R, atol=1e-12)
+    # A refused shift leaves the block alone, in place or not.
+    block = gram.copy()
+    R, shift, consumed = _linalg.landmark_factor(block, 1e-14, overwrite_gram=True)
+    assert shift == 0.0 and not consumed
+    np.testing.assert_array_equal(block, gram)
+
+
+def test_a_failed_factorisation_in_place_ends_the_search(monkeypatch):
+    from sklearn_dof import _linalg
+
+    gram = _well_conditioned_block()
+    gram[0, 0] = -1.0  # no shift of 1e-12 |K| makes it positive definite
+    monkeypatch.setattr(_linalg, "SHIFT_FIRST_COMPONENTS", gram.shape[0])
+    calls = []
+    potrf = _linalg._tiles.potrf
+    monkeypatch.setattr(
+        _linalg._tiles, "potrf", lambda A, **kw: calls.append(1) or potrf(A, **kw)
+    )
+    R, shift, consumed = _linalg.landmark_factor(gram, 1.0, overwrite_gram=True)
+    assert R is None and consumed and len(calls) == 1
+    R, shift, consumed = _linalg.landmark_factor(
+        _well_conditioned_block() - 2 * np.eye(len(gram)), 1.0
+    )
+    assert R is None and not consumed and len(calls) == 3

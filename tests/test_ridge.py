@@ -903,6 +903,67 @@ def test_auto_solver_takes_cg_from_its_threshold(monkeypatch):
     assert model.fit(X, y).n_iter_ > 0
 
 
+@pytest.mark.parametrize("solver", ["direct", "cg", "cg-then-direct"])
+def test_large_landmark_block_is_factored_in_its_own_memory(monkeypatch, solver):
+    # From SHIFT_FIRST_COMPONENTS on, the shifted K(I, I) is factored where
+    # it lies (a p x p copy less: 3.2 GB at p = 20,000) and recomputed for
+    # whichever solve reads it: the same model as with the copy.
+    import tracemalloc
+
+    from sklearn_dof import _linalg, _tiles
+
+    X, y, _ = _cg_data(seed=5)
+    monkeypatch.setattr(_linalg, "SHIFT_FIRST_COMPONENTS", 64)
+    params = dict(alpha=0.3, gamma=0.5, n_components=80, random_state=0)
+    params["solver"] = "direct" if solver == "direct" else "cg"
+    cho_factor = _tiles.cho_factor
+
+    def refuse_the_preconditioner():
+        if solver == "cg-then-direct":  # no preconditioner: the direct solve
+            monkeypatch.setattr(_tiles, "cho_factor", _refuse(cho_factor, 2))
+
+    landmark_factor = _linalg.landmark_factor
+    calls = []
+
+    def measured(gram, *args, **kwargs):
+        tracemalloc.start()
+        try:
+            factor = landmark_factor(gram, *args, **kwargs)
+            calls.append((tracemalloc.get_traced_memory()[1], gram.nbytes, factor[2]))
+        finally:
+            tracemalloc.stop()
+        return factor
+
+    monkeypatch.setattr(_linalg, "landmark_factor", measured)
+    refuse_the_preconditioner()
+    in_place = DoFKernelRidge(**params).fit(X, y)
+    monkeypatch.setattr(_linalg, "_writeable", lambda gram: False)
+    refuse_the_preconditioner()
+    copied = DoFKernelRidge(**params).fit(X, y)
+    (peak, nbytes, consumed), (copy_peak, _, copy_consumed) = calls
+    assert consumed and not copy_consumed
+    assert peak < 0.5 * nbytes <= copy_peak - 0.5 * nbytes
+    if solver != "direct":
+        for model in (in_place, copied):
+            assert (model.n_iter_ is None) == (solver == "cg-then-direct")
+    np.testing.assert_allclose(in_place.predict(X), copied.predict(X), atol=1e-10)
+    np.testing.assert_allclose(in_place.dual_coef_, copied.dual_coef_, rtol=1e-9)
+
+
+def _refuse(cho_factor, refused, dtypes=None):
+    """``cho_factor`` refusing its first ``refused`` calls (their dtypes
+    appended to ``dtypes``)."""
+    dtypes = [] if dtypes is None else dtypes
+
+    def refuse_the_first_calls(A, **kwargs):
+        dtypes.append(A.dtype)
+        if len(dtypes) <= refused:
+            raise linalg.LinAlgError("not positive definite")
+        return cho_factor(A, **kwargs)
+
+    return refuse_the_first_calls
+
+
 @pytest.mark.parametrize("refused", [1, 2])
 def test_cg_preconditioner_fallbacks(monkeypatch, refused):
     # refused=1: float32 rounding leaves the preconditioner indefinite, it is
@@ -913,18 +974,12 @@ def test_cg_preconditioner_fallbacks(monkeypatch, refused):
     X, y, _ = _cg_data(seed=4)
     params = dict(alpha=0.3, gamma=0.5, n_components=80, random_state=0)
     direct = DoFKernelRidge(solver="direct", **params).fit(X, y)
-    cho_factor = _tiles.cho_factor
+    # The first calls factor P (float32, then float64); the direct route's
+    # own factorisations after them go through.
     dtypes = []
-
-    def refuse_the_first_calls(A, **kwargs):
-        # The first calls factor P (float32, then float64); the direct
-        # route's own factorisations after them go through.
-        dtypes.append(A.dtype)
-        if len(dtypes) <= refused:
-            raise linalg.LinAlgError("not positive definite")
-        return cho_factor(A, **kwargs)
-
-    monkeypatch.setattr(_tiles, "cho_factor", refuse_the_first_calls)
+    monkeypatch.setattr(
+        _tiles, "cho_factor", _refuse(_tiles.cho_factor, refused, dtypes)
+    )
     monkeypatch.setattr(_ridge_solve, "PCG_TOL", 1e-24)
     monkeypatch.setattr(_ridge_solve, "PCG_MAX_ITER", 80)
     with warnings.catch_warnings():
