@@ -15,6 +15,7 @@ from sklearn.metrics.pairwise import (
 from sklearn.preprocessing import normalize
 
 from . import _parallel
+from ._tiles import mirror_lower
 from ._validation import (
     check_kernel_params,
     check_kernel_values,
@@ -150,6 +151,20 @@ def _serial_kernel_block(X, Y, kernel, params, out=None, columns=None):
         return block
     out[...] = block
     return out
+
+
+def _symmetric_rbf_block(Y, kernel, params):
+    """``K(Y, Y)`` by the fused RBF path (:func:`kernel_block`, every thread
+    of the pool), or None where it does not apply.  Exactly symmetric (the
+    lower triangle mirrored) with its diagonal exactly one, as
+    :func:`~sklearn.metrics.pairwise.rbf_kernel` of ``Y`` alone has it:
+    scikit-learn's distances run on one thread, 15 ns per entry against
+    about 2, 6 s at 20,000 landmarks."""
+    if not _fused_rbf(Y, Y, kernel):
+        return None
+    block = mirror_lower(kernel_block(Y, Y, kernel, params))
+    np.fill_diagonal(block, 1.0)
+    return block
 
 
 def kernel_block(X, Y, kernel, params, n_jobs="context", columns=None):
@@ -292,7 +307,9 @@ class KernelColumns:
             block = block.toarray() if sparse.issparse(block) else block
         else:
             landmarks = self.X[indices]
-            block = pairwise_kernels(
-                landmarks, metric=self.kernel, filter_params=True, **self.params
-            )
+            block = _symmetric_rbf_block(landmarks, self.kernel, self.params)
+            if block is None:
+                block = pairwise_kernels(
+                    landmarks, metric=self.kernel, filter_params=True, **self.params
+                )
         return check_kernel_values(np.asarray(block, dtype=self.dtype), self.kernel)

