@@ -157,9 +157,9 @@ def _symmetric_rbf_block(Y, kernel, params):
     """``K(Y, Y)`` by the fused RBF path (:func:`kernel_block`, every thread
     of the pool), or None where it does not apply.  Exactly symmetric (the
     lower triangle mirrored) with its diagonal exactly one, as
-    :func:`~sklearn.metrics.pairwise.rbf_kernel` of ``Y`` alone has it:
-    scikit-learn's distances run on one thread, 15 ns per entry against
-    about 2, 6 s at 20,000 landmarks."""
+    :func:`~sklearn.metrics.pairwise.rbf_kernel` of ``Y`` alone has it.
+    At 20,000 landmarks on two threads: 1.1 s (0.72 s the kernel, 0.37 s
+    the mirror) against 2.4-3.5 s for scikit-learn's distances."""
     if not _fused_rbf(Y, Y, kernel):
         return None
     block = mirror_lower(kernel_block(Y, Y, kernel, params))
