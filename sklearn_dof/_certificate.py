@@ -342,7 +342,8 @@ def loo_curve(
         row_loss = _squares
     if weights is None:
         root = np.ones(n)
-        gram = np.asarray(factor.gram(), dtype=np.float64)
+        # A copy: it becomes R^{-1} below (the factor keeps its own).
+        gram = np.array(factor.gram(), dtype=np.float64)
         total = float(n)
     else:
         root = np.sqrt(weights)
@@ -358,7 +359,10 @@ def loo_curve(
     if center:
         mean = (root**2 @ G) / total
         y = y - (root**2 @ y) / total
-        gram = gram - total * np.outer(mean, mean)
+        # In place by blocks of rows: no r x r outer product beside it.
+        for start in range(0, r, _PANEL_COLUMNS):
+            stop = min(start + _PANEL_COLUMNS, r)
+            gram[start:stop] -= total * np.outer(mean[start:stop], mean)
     # The scaled targets: their weighted mean is zero.
     y = root[:, None] * y
     leverage = root**2 / total if center else np.zeros(n)
@@ -370,7 +374,8 @@ def loo_curve(
     row_scores = np.zeros(n) if scores else None
     if r == 0:
         return (ranks, squares, row_scores) if scores else (ranks, squares)
-    R_inv = _shifted_inverse_factor(gram, alpha)[0]
+    R_inv = _shifted_inverse_factor(gram, alpha, overwrite_gram=True)[0]
+    del gram
     # (root G_c)^T y = (root G)^T y, y (scaled) having weighted mean zero.
     u = R_inv @ (G.T.astype(np.float64, copy=False) @ (root[:, None] * y))
     # Rank q's fit and leverages sum the first q columns of Z = G_c R^{-T}:
@@ -424,7 +429,7 @@ def loo_curve(
     return (ranks, squares, row_scores) if scores else (ranks, squares)
 
 
-def _shifted_inverse_factor(gram, alpha):
+def _shifted_inverse_factor(gram, alpha, overwrite_gram=False):
     """``R^{-1}`` with ``gram + s I = R R^T``, and ``s``.
 
     ``s`` is ``alpha``, or the rounding level of ``gram`` where ``alpha`` is
@@ -432,10 +437,19 @@ def _shifted_inverse_factor(gram, alpha):
     factor.  numpy's LAPACK and products: scipy's BLAS is a second thread
     pool, which competes for the cores with numpy's right after its products
     (doc/architecture.rst); ``R^{-1}`` once, then products.
+
+    The shift, the factor and its inverse are made in one ``r x r`` array,
+    ``gram`` itself with ``overwrite_gram`` (float64): at the ranks of a
+    large automatic rank each such array is 2 GiB (16,384 columns), and the
+    ``gram + s I`` of an identity, its factor and its inverse held four.
     """
     r = gram.shape[0]
     shift = max(alpha, r * np.finfo(float).eps * float(np.abs(np.diag(gram)).max()))
-    return lower_triangular_inverse(_tiles.cholesky(gram + shift * np.eye(r))), shift
+    if not (overwrite_gram and gram.dtype == np.float64 and gram.flags.writeable):
+        gram = np.array(gram, dtype=np.float64)
+    gram.flat[:: r + 1] += shift
+    factor = _tiles.cholesky(gram, overwrite_a=True)
+    return lower_triangular_inverse(factor, overwrite=True), shift
 
 
 def factor_d_eff(factor, alpha):

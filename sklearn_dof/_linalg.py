@@ -58,7 +58,7 @@ def quadratic_forms(G, A):
 _TRIANGULAR_BLOCK = 128
 
 
-def lower_triangular_inverse(L):
+def lower_triangular_inverse(L, overwrite=False):
     """Inverse of a nonsingular lower triangular matrix, lower triangular.
 
     By halves, ``[[A, 0], [B, C]]^{-1} = [[A^-1, 0], [-C^-1 B A^-1, C^-1]]``:
@@ -67,9 +67,18 @@ def lower_triangular_inverse(L):
     numpy's products and LAPACK only, so the work stays in numpy's BLAS
     thread pool (scipy's ``trtri`` is a second one, see
     doc/architecture.rst).
+
+    With ``overwrite`` (a float64 ``L`` whose strict upper triangle is zero,
+    as a Cholesky factor's is) the inverse takes the memory of ``L``: each
+    block below the diagonal is read before it is written, so the halves
+    need one temporary of a quarter of ``L`` (``B A^{-1}``), not a second
+    ``r x r`` array.
     """
-    L = np.asarray(L, dtype=np.float64)
-    out = np.zeros_like(L)
+    if overwrite and isinstance(L, np.ndarray) and L.dtype == np.float64:
+        out = L
+    else:
+        L = np.asarray(L, dtype=np.float64)
+        out = np.zeros_like(L)
     _invert_lower_into(L, out)
     return out
 
@@ -83,8 +92,11 @@ def _invert_lower_into(L, out):
     h = r // 2
     _invert_lower_into(L[:h, :h], out[:h, :h])
     _invert_lower_into(L[h:, h:], out[h:, h:])
-    # -C^-1 (B A^-1), both products of general shape.
-    np.matmul(-out[h:, h:], L[h:, :h] @ out[:h, :h], out=out[h:, :h])
+    # -C^-1 (B A^-1), both products of general shape; B A^-1 is a new array,
+    # so out may be L itself.
+    lower_left = out[h:, :h]
+    np.matmul(out[h:, h:], L[h:, :h] @ out[:h, :h], out=lower_left)
+    np.negative(lower_left, out=lower_left)
 
 
 # Eigenvalues of K(I, I) below this fraction of the largest are treated as

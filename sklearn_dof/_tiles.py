@@ -231,13 +231,20 @@ def _finish(L, lower):
     return L if lower else L.T
 
 
-def cholesky(A):
+def cholesky(A, overwrite_a=False):
     """:func:`numpy.linalg.cholesky` (the lower factor, numpy's LAPACK and
     thread pool), by tiles above :data:`TILE_ORDER`;
-    :class:`numpy.linalg.LinAlgError` when ``A`` is not positive definite."""
+    :class:`numpy.linalg.LinAlgError` when ``A`` is not positive definite.
+
+    With ``overwrite_a``, above the tile order the factor takes the memory
+    of a symmetric float64 ``A`` (its transpose, in the other order, is the
+    same matrix): no second ``p x p`` array.  Below it numpy allocates the
+    factor, as it always does."""
     if A.shape[0] <= TILE_ORDER:
         return np.linalg.cholesky(A)
-    factor, info = potrf(A, lower=True)
+    if overwrite_a and A.flags.c_contiguous and not A.flags.f_contiguous:
+        A = A.T  # Fortran order: potrf factors it in place
+    factor, info = potrf(A, lower=True, overwrite_a=overwrite_a)
     if info != 0:
         raise np.linalg.LinAlgError(
             f"{info}-th leading minor of the array is not positive definite"

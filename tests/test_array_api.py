@@ -155,8 +155,8 @@ def test_automatic_rank_is_the_numpy_paths_past_the_budget(
     xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
     X, y = data
     max_components = 40
-    # Room for 4 * max_components = 160 of the 400 rows.
-    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 40 * 100)
+    # Room for 160 of the 400 rows.
+    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 40 * 160)
     if min_rows is not None:
         monkeypatch.setattr(_landmarks, "MIN_CERTIFICATE_ROWS", min_rows)
         ladder = _landmarks.certificate_ladder(len(y), max_components, 0)

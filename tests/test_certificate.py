@@ -338,6 +338,49 @@ def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):
     assert np.isfinite(model.predict(X[:10])).all()
 
 
+def test_certificate_rows_hold_two_rows_per_column_at_large_ranks():
+    # Below 8,192 columns the factor's budget decides the rows; above, two
+    # rows per column: a factor of twice the p x p block at that rank.
+    budget = _landmarks.FACTOR_BUDGET_BYTES
+    assert len(_landmarks.certificate_rows(10**6, 4096, 0)) == budget // (8 * 4096)
+    for max_rank in (8192, 20_000, 50_000):
+        rows = _landmarks.certificate_rows(10**6, max_rank, 0)
+        assert len(rows) == 2 * max_rank
+        assert 8 * len(rows) * max_rank <= max(budget, 2 * 8 * max_rank**2)
+    assert _landmarks.certificate_rows(30_000, 20_000, 0) is None  # all rows
+
+
+def test_the_certificates_factor_of_the_gram_matrix_takes_its_memory(monkeypatch):
+    # Above the tile order, gram + s I, its factor and the factor's inverse
+    # are one r x r array: the gram's own with overwrite_gram, else a copy.
+    from sklearn_dof import _certificate, _tiles
+
+    monkeypatch.setattr(_tiles, "TILE_ORDER", 256)
+    monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", 64)
+    rng = np.random.default_rng(0)
+    r = 1000
+    G = rng.standard_normal((2 * r, r))
+    gram = G.T @ G
+    expected = np.linalg.inv(np.linalg.cholesky(gram + 1e-3 * np.eye(r)))
+    block = gram.copy()
+    tracemalloc.start()
+    R_inv, shift = _certificate._shifted_inverse_factor(block, 1e-3, True)
+    _, in_place = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert shift == 1e-3 and np.shares_memory(R_inv, block)
+    np.testing.assert_allclose(R_inv, expected, rtol=1e-8, atol=1e-12)
+    # The quarter of the inverse's halves and the tiles' panels only.
+    assert in_place < 0.5 * 8 * r * r
+    kept = gram.copy()
+    tracemalloc.start()
+    R_inv = _certificate._shifted_inverse_factor(kept, 1e-3)[0]
+    _, copied = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    np.testing.assert_array_equal(kept, gram)
+    np.testing.assert_allclose(R_inv, expected, rtol=1e-8, atol=1e-12)
+    assert copied > 8 * r * r > in_place
+
+
 def _smooth_rows(n, seed=0):
     rng = np.random.RandomState(seed)
     X = rng.randn(n, 4)

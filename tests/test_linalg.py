@@ -17,6 +17,29 @@ def test_lower_triangular_inverse_is_the_inverse_and_lower(r):
     np.testing.assert_allclose(inverse @ L, np.eye(r), atol=1e-12)
 
 
+def test_lower_triangular_inverse_in_place_needs_a_quarter_of_the_matrix():
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    r = 1000
+    A = rng.standard_normal((r, r + 3))
+    L = np.linalg.cholesky(A @ A.T + np.eye(r))
+    expected = lower_triangular_inverse(L)
+    tracemalloc.start()
+    inverse = lower_triangular_inverse(L, overwrite=True)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert inverse is L
+    np.testing.assert_allclose(inverse, expected, rtol=1e-12, atol=1e-14)
+    # B A^-1 of the top level, a quarter of the 8 MB matrix, and little else.
+    assert peak < 0.3 * 8 * r * r
+    # A matrix it may not overwrite in place (float32) is left alone.
+    L32 = np.linalg.cholesky(A @ A.T + np.eye(r)).astype(np.float32)
+    kept = L32.copy()
+    lower_triangular_inverse(L32, overwrite=True)
+    np.testing.assert_array_equal(L32, kept)
+
+
 def test_quadratic_forms_are_the_diagonal_of_g_a_inverse_g():
     rng = np.random.default_rng(0)
     G = rng.standard_normal((400, 150))
