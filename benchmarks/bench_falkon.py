@@ -33,6 +33,11 @@ order A B A B per ``M``; reported: every run, the medians and their ratio.
 in ``doc/gpus.rst``), where 10,000-20,000 centres are the regime; the
 test MSE is of the noisy targets.
 
+``--systems ours-auto``: our automatic rank (``n_components="auto"``) with
+``M`` as its ``max_components``, and in the same child after it the int
+fit at the rank it chose (``auto_over_int_fit_s``): what a certified rank
+costs when it asks for thousands of columns.
+
 Usage::
 
     python benchmarks/bench_falkon.py --falkon-python /tmp/falkon-venv/bin/python
@@ -120,6 +125,21 @@ def fit_ours(X, y, idx, threads, solver="auto", gamma=GAMMA, lam=LAMBDA):
     return model, fit, model.predict
 
 
+def fit_ours_auto(X, y, idx, threads, solver="auto", gamma=GAMMA, lam=LAMBDA):
+    """The automatic rank up to ``max_components = len(idx)`` (the same
+    problem; its landmarks are its own)."""
+    from sklearn_dof import DoFKernelRidge
+
+    model = DoFKernelRidge(
+        alpha=X.shape[0] * lam,
+        gamma=gamma,
+        n_components="auto",
+        max_components=len(idx),
+        random_state=0,
+    )
+    return model, lambda: model.fit(X, y), model.predict
+
+
 def fit_falkon(
     X, y, idx, threads, solver=None, gamma=GAMMA, lam=LAMBDA, max_cpu_mem=np.inf
 ):
@@ -154,8 +174,9 @@ def child(case):
     X, y, X_test, y_test = load(case.get("n_train", n_train), data)
     idx = centres(X.shape[0], case["M"])
     system = case["system"]
-    build = fit_falkon if system == "falkon" else fit_ours
+    build = {"falkon": fit_falkon, "ours-auto": fit_ours_auto}.get(system, fit_ours)
     solver = system.partition("-")[2] or "auto"  # ours, ours-direct, ours-cg
+    solver = "auto" if system == "ours-auto" else solver
     extra = {}
     if system == "falkon" and data == "synthetic":
         extra["max_cpu_mem"] = FALKON_CPU_MEM
@@ -169,6 +190,19 @@ def child(case):
     out["test_mse"] = float(np.mean((predict(X_test) - y_test) ** 2))
     if system != "falkon":
         out["n_iter"] = model.n_iter_  # None: the direct solve
+    if system == "ours-auto":
+        # The int fit at the rank chosen, in the same process after it.
+        rank = int(model.n_components_)
+        out["n_components_"] = rank
+        out["loss_estimate_"] = model.nystroem_.loss_estimate_
+        int_model, int_fit, int_predict = fit_ours(
+            X, y, centres(X.shape[0], rank), case["threads"], "auto", gamma, lam
+        )
+        t = time.perf_counter()
+        int_fit()
+        out["int_fit_s"] = time.perf_counter() - t
+        out["int_test_mse"] = float(np.mean((int_predict(X_test) - y_test) ** 2))
+        out["auto_over_int_fit_s"] = fit_s / out["int_fit_s"]
     return out
 
 
@@ -203,8 +237,9 @@ def main(argv=None):
     parser.add_argument(
         "--systems",
         default="ours,falkon",
-        help="ours (solver='auto'), ours-direct, ours-cg, falkon; the first "
-        "is the base of the ratios",
+        help="ours (solver='auto'), ours-direct, ours-cg, ours-auto "
+        "(n_components='auto' up to max_components=M, then the int fit at its "
+        "rank), falkon; the first is the base of the ratios",
     )
     args = parser.parse_args(argv)
     if args.child:
@@ -247,6 +282,9 @@ def main(argv=None):
                 row[f"{s}_test_mse"] = rs[0]["test_mse"]
                 if "n_iter" in rs[0]:
                     row[f"{s}_n_iter"] = rs[0]["n_iter"]
+                for key in ("n_components_", "int_fit_s", "auto_over_int_fit_s"):
+                    if key in rs[0]:
+                        row[f"{s}_{key}"] = median([r[key] for r in rs])
             for s in systems[1:]:
                 row[f"{s}_over_{base}_fit_s"] = row[f"{s}_fit_s"] / row[f"{base}_fit_s"]
             summary.append(row)

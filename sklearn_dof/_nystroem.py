@@ -201,9 +201,12 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     max_components : int, default=None
         Cap of an automatic rank (``"auto"`` and ``"dof"``); None: 4096
         (``p x p`` float64 matrices of 128 MiB).  The factor the certified
-        rank grows holds at most 1 GiB: beyond ``2**27 / max_components``
-        rows the certificate reads a uniform subsample of the rows at the
-        same ``lambda = alpha / n``.  When the cap stops the rank short of
+        rank grows holds at most 1 GiB, or two rows per column of
+        ``max_components`` where that is more (past 8,192: twice the
+        ``p x p`` block of a fit at ``max_components``): beyond
+        ``max(2**27 / max_components, 2 max_components)`` rows the
+        certificate reads a uniform subsample of the rows at the same
+        ``lambda = alpha / n``.  When the cap stops the rank short of
         ``loss_tol`` a warning says what rank the certificate asks for.
     tol : float, default=0.1
         Relative tolerance of the degrees-of-freedom estimate (of
