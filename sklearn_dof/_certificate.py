@@ -40,7 +40,7 @@ doc/design/automatic_rank.rst, "Why this estimate"):
 import math
 
 import numpy as np
-from scipy.special import expit, logsumexp, softmax
+from scipy.special import expit
 
 from . import _tiles
 from ._blocks import FeatureBlocks, for_row_blocks, normal_equations
@@ -68,6 +68,10 @@ _LEVERAGE_FLOOR = 1e-8
 # Floor of the error relative to the variance of the targets: on noise-free
 # targets a relative loss is of a vanishing error.
 _ERROR_FLOOR = 1e-6
+# Newton's stopping tolerance for the certificate's logistic fits (half the
+# squared Newton decrement per unit weight): the leave-one-out log-losses
+# need the optimum to a fraction of loss_tol, not to the caller's 1e-8.
+_CERTIFICATE_NEWTON_TOL = 1e-5
 
 
 class LossCertificate:
@@ -541,8 +545,8 @@ def _certificate_of(factor, ranks, losses, floor):
 
 
 def logistic_certificate(factor, labels, alpha, center=True, start=None):
-    r"""The :class:`LossCertificate` of the log-loss of logistic regression
-    on a partial Cholesky factor's columns: binomial, or multinomial.
+    r"""The :class:`LossCertificate` of the binomial log-loss of logistic
+    regression on a partial Cholesky factor's columns.
 
     Logistic regression at rank ``r`` (the factor's columns, penalty
     ``alpha``, by Newton's method) gives the linear predictor ``eta``, the
@@ -558,27 +562,12 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
     squared residuals: the loss is curvature-weighted where the logistic
     loss is, so points classified with confidence count for little.
 
-    With ``K > 2`` classes (the multinomial loss, ``K`` logits
-    ``eta_ik``), the same on the ``K`` working responses
-    ``z_ik = eta_ik + (y_ik - p_ik) / w_i`` with one curvature per row,
-    ``w_i = max_k p_ik (1 - p_ik)``: the ``K x K`` block
-    ``diag(p_i) - p_i p_i^T`` of the Hessian by the largest of its
-    diagonal, so that one weighted ridge, one factorisation and one pass
-    serve every class (the exact approximate leave-one-out would need
-    ``rK x rK`` matrices).  Any positive weights keep the fit at rank ``r``
-    the multinomial one (its gradient vanishes there); the weights decide
-    only how far leaving row ``i`` out moves its logits, which the largest
-    curvature bounds from above (a row no class is sure of counts fully).
-    The loss is the multinomial log-loss of the leave-one-out logits,
-    ``logsumexp_k eta_ik^{-i} - eta_{i y_i}^{-i}``.
-
     Parameters
     ----------
     factor : PartialCholesky
         In-memory factor whose columns are in landmark order.
-    labels : ndarray of shape (n,) or (n, K)
-        Class indices, 0 or 1 (binomial), or the one-hot indicators of
-        ``K >= 3`` classes (multinomial; a subsample keeps every column).
+    labels : ndarray of shape (n,)
+        Class indices, 0 or 1.
     alpha : float
         Penalty (``C = 1 / alpha``).
     center : bool, default=True
@@ -597,18 +586,15 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
     """
     G = factor.factor
     labels = np.asarray(labels)
-    multinomial = labels.ndim == 2
-    n_classes = labels.shape[1] if multinomial else 2
-    classes = np.argmax(labels, axis=1) if multinomial else labels
     features = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
     # Newton-CG's Gram matrix from the factor's, which the rounds extend by
     # their new columns only (and the score bounds read at the end).
     features.factor = PrefixSums(factor, G.shape[1])
     fit = logistic_newton(
         features,
-        classes,
+        labels,
         alpha,
-        n_classes=n_classes,
+        n_classes=2,
         fit_intercept=center,
         start=start,
         # Newton-CG: the rounds need the optimum to the accuracy of an
@@ -619,39 +605,30 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
         # r x r matrices too.
         inner_solver="cg",
         max_hessian_bytes=8 * (G.shape[1] + 1) ** 2,
+        tol=_CERTIFICATE_NEWTON_TOL,
     )
-    eta = G.astype(np.float64, copy=False) @ fit.coef.T + fit.intercept
-    if multinomial:
-        p = softmax(eta, axis=1)
-        curvature = np.maximum((p * (1.0 - p)).max(axis=1), _CURVATURE_FLOOR)
-        indicators = labels.astype(np.float64, copy=False)
-    else:
-        p = expit(eta)
-        curvature = np.maximum(p[:, 0] * (1.0 - p[:, 0]), _CURVATURE_FLOOR)
-        indicators = labels[:, None].astype(np.float64)
-    z = eta + (indicators - p) / curvature[:, None]
+    eta = G.astype(np.float64, copy=False) @ fit.coef[0] + fit.intercept[0]
+    p = expit(eta)
+    curvature = np.maximum(p * (1.0 - p), _CURVATURE_FLOOR)
+    z = eta + (labels - p) / curvature
     sign = 2.0 * labels - 1.0
     root = np.sqrt(curvature)
 
     def log_losses(rows, residuals):
-        # residuals: sqrt(w_i) (z_ik - eta_ik^{-i}), one target per logit.
-        eta_out = z[rows, :, None] - residuals / root[rows, None, None]
-        if not multinomial:
-            return np.logaddexp(0.0, -sign[rows, None] * eta_out[:, 0, :])
-        true = np.take_along_axis(eta_out, classes[rows, None, None], axis=1)
-        return logsumexp(eta_out, axis=1) - true[:, 0, :]
+        # residuals: sqrt(w_i) (z_i - eta_i^{-i}), one target.
+        eta_out = z[rows, None] - residuals[:, 0, :] / root[rows, None]
+        return np.logaddexp(0.0, -sign[rows, None] * eta_out)
 
     ranks, losses, scores = loo_curve(
         factor,
-        z,
+        z[:, None],
         alpha,
         center,
         weights=curvature,
         row_loss=log_losses,
         scores=True,
     )
-    floor = _ERROR_FLOOR * math.log(n_classes)
-    certificate = _certificate_of(factor, ranks, losses, floor)
+    certificate = _certificate_of(factor, ranks, losses, _ERROR_FLOOR * math.log(2.0))
     # The d.o.f. of the weighted ridge: the curvatures are what the logistic
     # loss resolves its directions by (at most 1/4 of the kernel's scale).
     certificate.dof = float(scores.sum())

@@ -61,8 +61,7 @@ class FitRequest(NamedTuple):
     response : ndarray of shape (n_samples, n_targets) or None
         Targets (float64) of the ridge a certified automatic rank is for;
         with ``objective="logistic"`` the class indices (shape
-        ``(n_samples,)``) of a binary logistic regression, or the one-hot
-        class indicators (``(n_samples, n_classes)``) of a multinomial one.
+        ``(n_samples,)``) of a binary logistic regression.
     center : bool
         Whether that model fits an intercept.
     penalties : ndarray or None

@@ -79,23 +79,22 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     kernel_params : dict, default=None
         Extra keyword arguments of the kernel.
     n_components : "auto", "dof" or int, default="auto"
-        Rank of the Nystroem features, see :class:`DoFNystroem`.
-        ``"auto"`` is the smallest rank whose test log-loss is
+        Rank of the Nystroem features, see :class:`DoFNystroem`.  For two
+        classes ``"auto"`` is the smallest rank whose test log-loss is
         estimated to be within ``loss_tol`` (relative) of the model on
         every row as a landmark, the landmarks growing by doubling (see
         :ref:`automatic_rank`): the leave-one-out log-losses come from
         Newton's quadratic model of the logistic fit, a ridge regression
-        weighted by the curvatures ``p_i (1 - p_i)`` (for more than two
-        classes, of the multinomial fit, by each row's largest curvature
-        ``max_k p_ik (1 - p_ik)``;
-        :func:`~sklearn_dof._certificate.logistic_certificate`).  On Dask
-        arrays ``"auto"`` is the paper's rule from the degrees of freedom,
-        as ``"dof"``.
+        weighted by the curvatures ``p_i (1 - p_i)``
+        (:func:`~sklearn_dof._certificate.logistic_certificate`).  For more
+        classes, and on Dask arrays, ``"auto"`` is the paper's rule from the
+        degrees of freedom, as ``"dof"``.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
     loss_tol : float, default=0.01
-        Relative loss of test log-loss that ``n_components="auto"`` allows.
+        Relative loss of test log-loss that ``n_components="auto"`` allows
+        (two classes).
     max_components : int, default=None
         Cap of an automatic rank (None: 4096), see :class:`DoFNystroem`.
     fit_intercept : bool, default=True
@@ -283,15 +282,13 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
                 "namespace) ahead of a classifier that supports the array API."
             )
         X, y_index, sample_weight = self._weighted_rows(X, y, sample_weight)
-        # The automatic rank is certified on the labels: the class indices
-        # of two classes, the one-hot indicators of more (a subsample of
-        # the rows keeps every class's column).  The
+        # Two classes: the automatic rank is certified on the labels.  The
         # landmark block by its Cholesky factor R (kernel_basis), not the
         # eigendecomposition and RQ decomposition of normalization_ (about
         # 9 p^3 and 4 p^3 flops: 13 of the 39 s of pendigits at p = 4,096).
         n_classes = self.classes_.shape[0]
         request = FitRequest(
-            response=y_index if n_classes == 2 else np.eye(n_classes)[y_index],
+            response=y_index if n_classes == 2 else None,
             objective="logistic",
             kernel_basis=True,
         )

@@ -611,44 +611,6 @@ def test_logistic_certificate_is_the_approximate_leave_one_out():
     assert certificate.errors[0] > certificate.errors[-1]
 
 
-def test_multinomial_certificate_is_close_to_the_leave_one_out():
-    # Three classes: the multinomial fit's leave-one-out log-loss with one
-    # curvature per row (the largest of its classes') against the exact
-    # leave-one-out refits of scikit-learn's multinomial LogisticRegression
-    # on the same columns; the fit's own (in-sample) log-loss is further off.
-    from scipy.special import log_softmax
-    from sklearn.linear_model import LogisticRegression
-
-    rng = np.random.RandomState(0)
-    n = 240
-    X = rng.randn(n, 2)
-    score = np.c_[X[:, 0], np.sin(3 * X[:, 1]), -X[:, 0] - X[:, 1]]
-    labels = np.argmax(score + 0.8 * rng.randn(n, 3), axis=1)
-    chol = _factor(X, 0.5, np.arange(0, n, 8))
-    alpha = 2.0
-    certificate = _certificate.logistic_certificate(chol, np.eye(3)[labels], alpha)
-    G = chol.factor
-
-    def log_loss(model, rows):
-        logits = log_softmax(model.decision_function(G[rows]), axis=1)
-        return -logits[np.arange(len(rows)), labels[rows]]
-
-    losses = []
-    for i in range(n):
-        keep = np.arange(n) != i
-        model = LogisticRegression(C=1 / alpha, tol=1e-10, max_iter=2000)
-        model.fit(G[keep], labels[keep])
-        losses.append(log_loss(model, [i])[0])
-    exact = np.mean(losses)
-    np.testing.assert_allclose(certificate.errors[-1], exact, rtol=0.02)
-    full = LogisticRegression(C=1 / alpha, tol=1e-10, max_iter=2000).fit(G, labels)
-    in_sample = np.mean(log_loss(full, np.arange(n)))
-    assert abs(in_sample - exact) > 0.02 * exact
-    # The certificate's own fit is the multinomial one (symmetric logits).
-    np.testing.assert_allclose(certificate.fit.coef, full.coef_, rtol=1e-4, atol=1e-6)
-    assert certificate.errors[0] > certificate.errors[-1]
-
-
 def test_logistic_auto_rank_keeps_the_test_log_loss():
     from sklearn.datasets import make_moons
     from sklearn.metrics import log_loss
@@ -667,19 +629,10 @@ def test_logistic_auto_rank_keeps_the_test_log_loss():
         y_test, full.predict_proba(X_test)
     )
     assert excess - 1 <= 0.01
-    # More than two classes: the multinomial certificate, the same promise.
-    three, three_test = (
-        np.where(Z[:, 1] > 0.5, 2, t) for Z, t in [(X, y), (X_test, y_test)]
-    )
+    # More than two classes: the paper's rule, no certificate.
+    three = np.where(X[:, 1] > 0.5, 2, y)
     multi = DoFKernelLogisticRegression(**params).fit(X, three)
-    every_row = DoFKernelLogisticRegression(n_components=1500, **params)
-    every_row.fit(X, three)
-    assert multi.nystroem_.loss_estimate_ <= 0.01
-    assert multi.n_components_ < 1500 / 4
-    excess = log_loss(three_test, multi.predict_proba(X_test)) / log_loss(
-        three_test, every_row.predict_proba(X_test)
-    )
-    assert excess - 1 <= 0.01
+    assert np.isnan(multi.nystroem_.loss_estimate_)
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -742,8 +695,10 @@ def test_logistic_certificate_from_a_warm_start_is_the_same():
     start = _certificate.logistic_certificate(half, labels, alpha).fit
     cold = _certificate.logistic_certificate(chol, labels, alpha)
     warm = _certificate.logistic_certificate(chol, labels, alpha, start=start)
-    # (Newton-CG's inexact steps stop within tol = 1e-8 of the objective:
-    # coefficients of order one agree to about 1e-6.)
-    np.testing.assert_allclose(warm.fit.coef, cold.fit.coef, atol=1e-5)
-    np.testing.assert_allclose(warm.losses, cold.losses, rtol=1e-5, atol=1e-9)
+    # (The certificate's Newton fits stop within _CERTIFICATE_NEWTON_TOL =
+    # 1e-5 of the objective: coefficients of order one agree to about 1e-3,
+    # the relative excess losses to 1e-4, far below a loss_tol.)
+    assert _certificate._CERTIFICATE_NEWTON_TOL == 1e-5
+    np.testing.assert_allclose(warm.fit.coef, cold.fit.coef, atol=3e-3)
+    np.testing.assert_allclose(warm.losses, cold.losses, rtol=1e-4, atol=1e-9)
     assert warm.fit.n_iter < cold.fit.n_iter
