@@ -82,6 +82,13 @@ class FitRequest(NamedTuple):
         basis of a Cholesky factor ``R`` of ``K(I, I)`` (``p^3 / 3``
         flops), not in ``normalization_``'s (an eigendecomposition, about
         ``9 p^3``), which then waits for its first read.
+    curvature : float
+        A bound ``c`` on the second derivative of the caller's loss in its
+        decision values (1 for the squared loss's ``(y - f)^2 / 2``): the
+        degrees-of-freedom rule reads the degrees of freedom at
+        ``alpha / c``, those of Newton's quadratic model when every
+        curvature is at its bound (a ridge regression weighted by ``c``
+        is ridge regression at ``alpha / c``).
     """
 
     response: np.ndarray | None = None
@@ -91,6 +98,7 @@ class FitRequest(NamedTuple):
     kernel_basis: bool = False
     exact_solve: bool = False
     triangular: bool = False
+    curvature: float = 1.0
 
     def resolved(self, kernel, dtype):
         """This request with ``exact_solve`` only where ``K + alpha I`` is

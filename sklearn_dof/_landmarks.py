@@ -109,8 +109,9 @@ def select_landmarks(
     of the factor certifies a rank whose estimated relative excess loss is
     at most ``loss_tol``, and takes the smallest such rank; ``"dof"`` (and
     ``"auto"`` without a response, on a Dask array, or for given rows) grows
-    them until the degrees of freedom the rule reads (``rule.rank_statistic``)
-    have converged and takes :func:`~sklearn_dof.auto_rank` of the estimate.
+    them until the degrees of freedom the rule reads (``rule.rank_statistic``,
+    at ``alpha / request.curvature``) have converged and takes
+    :func:`~sklearn_dof.auto_rank` of the estimate.
     Either way the landmarks are a prefix of the grown sequence, so nothing
     is recomputed, and the rank is at most ``max_components``.
 
@@ -161,7 +162,9 @@ def select_landmarks(
             source, alpha, request, loss_tol, max_rank, progress
         )
     elif mode == "dof":
-        selection = _dof_landmarks(source, alpha, tol, max_rank, progress)
+        selection = _dof_landmarks(
+            source, alpha / request.curvature, tol, max_rank, progress
+        )
     else:
         selection = _fixed_rank_landmarks(source, n_components, alpha)
     return _with_landmark_gram(selection, source)

@@ -29,6 +29,15 @@ from ._samplers import gives_rows
 _FEATURE_CACHE_BYTES = 2 * FACTOR_BUDGET_BYTES
 
 
+# Bounds on the curvature of the loss in the decision values, which the
+# degrees-of-freedom rule reads its degrees of freedom at alpha / bound
+# (FitRequest.curvature): p (1 - p) <= 1/4 for the binomial loss, and for
+# the multinomial loss diag(p) - p p^T <= (I - 1 1^T / K) / 2 (Boehning,
+# 1992), whose largest eigenvalue, 1/2, is reached where two classes share
+# all the probability.  Keyed by the class count, 3 for three or more.
+_CURVATURE_BOUND = {2: 0.25, 3: 0.5}
+
+
 class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator):
     """Kernel logistic regression on Nystroem features of automatic rank.
 
@@ -61,10 +70,14 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     ----------
     alpha : float, default=1.0
         Penalty, ``C = 1 / alpha`` of
-        :class:`~sklearn.linear_model.LogisticRegression`; also the penalty
-        at which ``nystroem_`` computes the degrees of freedom (that of
-        ridge regression: the logistic loss has curvature at most 1/4, so
-        this is a conservative rank).
+        :class:`~sklearn.linear_model.LogisticRegression`.  A rank from the
+        degrees of freedom (``n_components="dof"``, and ``"auto"`` for more
+        than two classes) reads them at ``alpha / c``, where ``c`` bounds
+        the curvature of the loss: ``1/4`` for two classes (``p (1 -
+        p)``), ``1/2`` for more (the largest eigenvalue of the multinomial
+        Hessian ``diag(p) - p p^T`` of a row, Böhning's bound [3]_).  That is the
+        ridge regression of Newton's quadratic model when every curvature
+        is at its bound; ``nystroem_.alpha`` stays ``alpha``.
     kernel : str or callable, default="rbf"
         Kernel of :class:`DoFNystroem`: a name of
         :data:`sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`,
@@ -160,9 +173,10 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     n_components_ : int
         Number of Nystroem features.
     dof_ : float
-        Estimated maximal marginal degrees of freedom of ``nystroem_``.
+        Estimated maximal marginal degrees of freedom of ``nystroem_``, at
+        ``alpha / c`` where the rank follows them (see ``alpha``).
     effective_dof_ : float
-        Estimated degrees of freedom of ``nystroem_``.
+        Estimated degrees of freedom of ``nystroem_``, at the same penalty.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -182,6 +196,8 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     .. [2] J. Zhu and T. Hastie, "Kernel logistic regression and the import
        vector machine", Journal of Computational and Graphical Statistics,
        14(1), 2005.
+    .. [3] D. Böhning, "Multinomial logistic regression algorithm", Annals
+       of the Institute of Statistical Mathematics, 44(1), 1992.
 
     Examples
     --------
@@ -291,6 +307,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             response=y_index if n_classes == 2 else None,
             objective="logistic",
             kernel_basis=True,
+            curvature=_CURVATURE_BOUND[min(n_classes, 3)],
         )
         features = self._triangular_features(
             X, self._fit_nystroem(X, self.alpha, request, loss_tol=self.loss_tol)

@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from threadpoolctl import threadpool_limits
 
-from sklearn_dof import _newton
+from sklearn_dof import DoFNystroem, _newton
 from sklearn_dof._blocks import FeatureBlocks
 from sklearn_dof._logistic import DoFKernelLogisticRegression
 from sklearn_dof._newton import CHOLESKY_MAX_FEATURES, hessian_nbytes, logistic_newton
@@ -490,3 +490,29 @@ def test_solver_warm_start_on_nested_features(inner_solver):
     assert_allclose(warm.coef, cold.coef, atol=1e-7)
     assert_allclose(warm.intercept, cold.intercept, atol=1e-7)
     assert logistic_newton(Phi, y, 1.0, start=cold, **kwargs).n_iter == 0
+
+
+@pytest.mark.parametrize(
+    "n_classes, n_components, bound", [(2, "dof", 0.25), (3, "auto", 0.5)]
+)
+def test_dof_rank_reads_the_degrees_of_freedom_at_the_curvature_bound(
+    n_classes, n_components, bound
+):
+    # The rank of the degrees-of-freedom rule is that of ridge regression at
+    # alpha / c, c the loss's largest curvature (1/4 binomial, 1/2
+    # multinomial): DoFNystroem's at that penalty, a smaller rank than at
+    # alpha itself, while the logistic fit keeps its penalty.
+    X, y, _ = _problem(n_classes, n_samples=600)
+    alpha = 5.0
+    clf = DoFKernelLogisticRegression(
+        alpha=alpha, gamma=0.5, n_components=n_components, random_state=0
+    ).fit(X, y)
+    at_bound = DoFNystroem(
+        alpha=alpha / bound, gamma=0.5, n_components="dof", random_state=0
+    ).fit(X)
+    at_alpha = DoFNystroem(
+        alpha=alpha, gamma=0.5, n_components="dof", random_state=0
+    ).fit(X)
+    assert clf.n_components_ == at_bound.n_components_ < at_alpha.n_components_
+    assert_allclose(clf.dof_, at_bound.dof_)
+    assert clf.nystroem_.alpha == alpha
