@@ -702,3 +702,51 @@ def test_logistic_certificate_from_a_warm_start_is_the_same():
     np.testing.assert_allclose(warm.fit.coef, cold.fit.coef, atol=3e-3)
     np.testing.assert_allclose(warm.losses, cold.losses, rtol=1e-4, atol=1e-9)
     assert warm.fit.n_iter < cold.fit.n_iter
+
+
+def test_pivot_row_dof_reads_the_factor_and_its_pivot_rows():
+    # The degrees of freedom a logistic certified rank reports, in O(r^3):
+    # d_eff is the factor's tr L (L + alpha I)^{-1}, the sum of every row's
+    # score, and d_max the largest score of a pivot row, times n.
+    from sklearn_dof._estimate import _PivotRowDoF
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(400, 3)
+    chol = _factor(X, 0.5, rng.permutation(400)[:60])
+    alpha = 0.3
+    G = chol.factor.astype(np.float64)
+    scores = np.einsum(
+        "ij,ji->i", G, np.linalg.solve(G.T @ G + alpha * np.eye(60), G.T)
+    )
+    dof = _PivotRowDoF(chol, alpha, 400)
+    assert dof.n_columns == 60
+    np.testing.assert_allclose(dof.d_eff, scores.sum(), rtol=1e-10)
+    pivots = np.asarray(chol.pivots)
+    np.testing.assert_allclose(dof.d_max, 400 * scores[pivots].max(), rtol=1e-10)
+    assert dof.d_max < 400 * scores.max() or scores.argmax() in pivots
+
+
+def test_logistic_certified_rank_reports_the_pivot_rows_dof():
+    # No pass of n r^2 over the rows for the reported dof_: the factor's
+    # pivot rows give it (the rows' lower bounds are not computed).
+    from sklearn.datasets import make_moons
+
+    from sklearn_dof import DoFKernelLogisticRegression, _dof
+
+    X, y = make_moons(1500, noise=0.3, random_state=0)
+    calls = []
+    original = _dof._lower_bounds
+
+    def counted(chol, alpha):
+        calls.append(chol.rank)
+        return original(chol, alpha)
+
+    _dof._lower_bounds = counted
+    try:
+        clf = DoFKernelLogisticRegression(alpha=1.0, gamma=2.0, random_state=0)
+        clf.fit(X, y)
+    finally:
+        _dof._lower_bounds = original
+    assert np.isfinite(clf.nystroem_.loss_estimate_)
+    assert calls == []
+    assert 0 < clf.effective_dof_ <= clf.dof_ <= 1500
