@@ -29,7 +29,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
 from . import _linalg, _tiles
-from ._blocks import for_row_blocks
+from ._blocks import for_row_blocks, kernel_product
 from ._validation import check_square_matrix
 
 # Residual diagonals below this fraction of max_i k_ii are rounding noise:
@@ -193,6 +193,20 @@ class PartialCholesky:
         self._gram = None
         self.pivots = []
         self.column_pivots = []
+
+    @classmethod
+    def from_factor(cls, columns, diagonal, factor, pivots, rtol=DEFAULT_RTOL):
+        """The factor whose columns are known already: ``factor`` (``n x
+        r``, column-major) of the pivots ``pivots``, one behind each column
+        (see :func:`extended_factor`)."""
+        chol = cls(columns, diagonal, rtol)
+        chol._G = np.asfortranarray(factor)
+        chol._rank = factor.shape[1]
+        chol.pivots = [int(i) for i in pivots]
+        chol.column_pivots = list(chol.pivots)
+        squares = np.einsum("ij,ij->i", factor, factor, dtype=np.float64)
+        np.clip(chol.residual - squares, 0, None, out=chol.residual)
+        return chol
 
     @property
     def factor(self):
@@ -440,6 +454,41 @@ class PartialCholesky:
             np.clip(self.residual, 0, None, out=self.residual)
             taken += 1
         return taken
+
+
+def extended_factor(chol, rows, columns, access):
+    """The first ``p = len(columns)`` columns of the factor ``chol`` of the
+    rows ``rows`` of ``access`` (a ``KernelColumns``), extended to every row.
+
+    ``columns`` are the positions in ``rows`` of the pivots behind those
+    columns (``chol.column_pivots[:p]``, none mixing pivots), whose rows of
+    the factor, ``G_I``, are lower triangular: ``G G_I^T = K(:, I)`` on the
+    pivots' columns, so a row ``x`` the factor never saw has the row
+    ``K(x, I) G_I^{-T}``, one kernel block and a product per row, where the
+    rows of the subsample keep theirs (a ``PartialCholesky`` of every row,
+    :meth:`PartialCholesky.from_factor`).
+    """
+    p = len(columns)
+    n = access.n_samples
+    G_I = np.asarray(chol.factor[columns, :p], dtype=np.float64)
+    # G_I^{-T}, upper triangular: K(x, I) G_I^{-T} row by row.
+    T = _linalg.lower_triangular_inverse(np.tril(G_I)).T
+    landmarks = np.asarray(rows)[np.asarray(columns, dtype=np.intp)]
+    unseen = np.ones(n, dtype=bool)
+    unseen[rows] = False
+    rest = np.flatnonzero(unseen)
+    G = np.empty((n, p), dtype=chol.factor.dtype, order="F")
+    G[rows] = chol.factor[:, :p]
+    if rest.size:
+        G[rest] = kernel_product(
+            access.X[rest],
+            access.rows(landmarks),
+            access.kernel,
+            access.params,
+            T,
+            dtype=G.dtype,
+        )
+    return PartialCholesky.from_factor(access.columns, access.diagonal(), G, landmarks)
 
 
 @validate_params(

@@ -750,3 +750,65 @@ def test_logistic_certified_rank_reports_the_pivot_rows_dof():
     assert np.isfinite(clf.nystroem_.loss_estimate_)
     assert calls == []
     assert 0 < clf.effective_dof_ <= clf.dof_ <= 1500
+
+
+def test_extended_factor_is_the_factor_of_every_row_on_the_same_pivots():
+    # A subsample's factor extended to every row: the subsample's rows keep
+    # theirs, the others get K(x, I) G_I^{-T}; the same factor (up to
+    # rounding) as the partial Cholesky of all the rows on those pivots.
+    from sklearn_dof._sampling import extended_factor
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(500, 3)
+    access = KernelColumns(X, "rbf", {"gamma": 0.5})
+    rows = np.sort(rng.choice(500, 200, replace=False))
+    sub = partial_cholesky_of(access.row_subset(rows))
+    sub.add(rng.permutation(200)[:80])
+    columns = np.asarray(sub.column_pivots[:60])
+    full = extended_factor(sub, rows, columns, access)
+    landmarks = rows[columns]
+    every = partial_cholesky_of(access)
+    every.add(landmarks)
+    assert full.rank == 60 and full.column_pivots == landmarks.tolist()
+    np.testing.assert_allclose(full.factor, every.factor, atol=1e-8)
+    np.testing.assert_array_equal(full.factor[rows], sub.factor[:, :60])
+    np.testing.assert_allclose(full.residual, every.residual, atol=1e-8)
+
+
+@pytest.mark.parametrize("extend", [True, False])
+def test_logistic_rank_certified_on_rows_reuses_their_factor(
+    monkeypatch, capsys, extend
+):
+    # Certified on a subsample of the rows, the logistic fit takes its
+    # features from the subsample's factor extended to every row (no
+    # second pass over those rows' kernel columns), unless the features
+    # would not fit the cache; either way the model of an int fit on the
+    # same landmarks.
+    from sklearn.datasets import make_classification
+
+    from sklearn_dof import DoFKernelLogisticRegression, _landmarks
+
+    X, y = make_classification(
+        3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
+    )
+    # Factors of at most 600 rows: the rounds read a subsample.
+    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 600 * 300)
+    if not extend:
+        monkeypatch.setattr(_landmarks, "FEATURE_CACHE_BYTES", 0)
+    params = dict(alpha=1.0, gamma=0.2)
+    auto = DoFKernelLogisticRegression(
+        random_state=0, max_components=300, verbose=1, **params
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the cap may bind
+        auto.fit(X, y)
+    out = capsys.readouterr().out
+    assert "of the 3000 rows" in out
+    assert ("read off the rows' factor" in out) == extend
+    landmarks = auto.nystroem_.component_indices_
+    given = DoFKernelLogisticRegression(
+        n_components=len(landmarks), sampling=landmarks, tol=1e-12, **params
+    ).fit(X, y)
+    np.testing.assert_allclose(
+        auto.decision_function(X[:300]), given.decision_function(X[:300]), atol=1e-6
+    )
