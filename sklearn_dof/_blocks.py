@@ -437,10 +437,13 @@ class FeatureBlocks:
         return self._writable_blocks and not self.cached
 
     @classmethod
-    def from_array(cls, Phi, working_memory=None):
-        """Blocks of features that are already computed (no kernel at all)."""
+    def from_array(cls, Phi, working_memory=None, **basis):
+        """Blocks of features that are already computed (no kernel at all):
+        views of ``Phi``, which no statistic overwrites (``owns_blocks`` is
+        False); ``basis``: ``rotation``, ``basis``, ``cholesky``, ``factor``
+        and ``start``, as for the constructor."""
         Phi = np.asarray(Phi)
-        blocks = cls(Phi, None, Phi.shape[1], Phi.dtype, working_memory)
+        blocks = cls(Phi, None, Phi.shape[1], Phi.dtype, working_memory, **basis)
         blocks._cache = [Phi[sl] for sl in blocks.slices]
         blocks.cached = True
         return blocks

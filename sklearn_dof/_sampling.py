@@ -195,11 +195,14 @@ class PartialCholesky:
         self.column_pivots = []
 
     @classmethod
-    def from_factor(cls, columns, diagonal, factor, pivots, rtol=DEFAULT_RTOL):
+    def from_factor(
+        cls, columns, diagonal, factor, pivots, gram=None, rtol=DEFAULT_RTOL
+    ):
         """The factor whose columns are known already: ``factor`` (``n x
-        r``, column-major) of the pivots ``pivots``, one behind each column
-        (see :func:`extended_factor`)."""
+        r``, column-major) of the pivots ``pivots``, one behind each column,
+        and its :meth:`gram` when known (see :func:`extended_factor`)."""
         chol = cls(columns, diagonal, rtol)
+        chol._gram = gram
         chol._G = np.asfortranarray(factor)
         chol._rank = factor.shape[1]
         chol.pivots = [int(i) for i in pivots]
@@ -466,7 +469,8 @@ def extended_factor(chol, rows, columns, access):
     pivots' columns, so a row ``x`` the factor never saw has the row
     ``K(x, I) G_I^{-T}``, one kernel block and a product per row, where the
     rows of the subsample keep theirs (a ``PartialCholesky`` of every row,
-    :meth:`PartialCholesky.from_factor`).
+    :meth:`PartialCholesky.from_factor`).  Its Gram matrix is the
+    subsample's, which the rounds computed, plus that of the new rows.
     """
     p = len(columns)
     n = access.n_samples
@@ -479,8 +483,9 @@ def extended_factor(chol, rows, columns, access):
     rest = np.flatnonzero(unseen)
     G = np.empty((n, p), dtype=chol.factor.dtype, order="F")
     G[rows] = chol.factor[:, :p]
+    gram = np.array(chol.gram()[:p, :p], dtype=np.float64)
     if rest.size:
-        G[rest] = kernel_product(
+        unseen_rows = kernel_product(
             access.X[rest],
             access.rows(landmarks),
             access.kernel,
@@ -488,7 +493,12 @@ def extended_factor(chol, rows, columns, access):
             T,
             dtype=G.dtype,
         )
-    return PartialCholesky.from_factor(access.columns, access.diagonal(), G, landmarks)
+        gram += _tiles.gram(unseen_rows)
+        G[rest] = unseen_rows
+        del unseen_rows
+    return PartialCholesky.from_factor(
+        access.columns, access.diagonal(), G, landmarks, gram=gram
+    )
 
 
 @validate_params(

@@ -773,6 +773,8 @@ def test_extended_factor_is_the_factor_of_every_row_on_the_same_pivots():
     np.testing.assert_allclose(full.factor, every.factor, atol=1e-8)
     np.testing.assert_array_equal(full.factor[rows], sub.factor[:, :60])
     np.testing.assert_allclose(full.residual, every.residual, atol=1e-8)
+    G = full.factor
+    np.testing.assert_allclose(full.gram(), G.T @ G, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("extend", [True, False])
