@@ -199,11 +199,13 @@ class PartialCholesky:
         cls, columns, diagonal, factor, pivots, gram=None, rtol=DEFAULT_RTOL
     ):
         """The factor whose columns are known already: ``factor`` (``n x
-        r``, column-major) of the pivots ``pivots``, one behind each column,
-        and its :meth:`gram` when known (see :func:`extended_factor`)."""
+        r``) of the pivots ``pivots``, one behind each column, and its
+        :meth:`gram` when known (see :func:`extended_factor`).  Row-major
+        where it serves as features, read by blocks of rows; growing it
+        copies it into column-major order (:meth:`reserve`)."""
         chol = cls(columns, diagonal, rtol)
         chol._gram = gram
-        chol._G = np.asfortranarray(factor)
+        chol._G = factor
         chol._rank = factor.shape[1]
         chol.pivots = [int(i) for i in pivots]
         chol.column_pivots = list(chol.pivots)
@@ -481,7 +483,8 @@ def extended_factor(chol, rows, columns, access):
     unseen = np.ones(n, dtype=bool)
     unseen[rows] = False
     rest = np.flatnonzero(unseen)
-    G = np.empty((n, p), dtype=chol.factor.dtype, order="F")
+    # Row-major: the fit reads its features by blocks of rows.
+    G = np.empty((n, p), dtype=chol.factor.dtype)
     G[rows] = chol.factor[:, :p]
     gram = np.array(chol.gram()[:p, :p], dtype=np.float64)
     if rest.size:
