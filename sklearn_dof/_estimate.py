@@ -375,15 +375,6 @@ def _certified_estimate(
             # round after next passes half of n, and the fit to the cap
             # costs less than those two rounds.
             target = max_rank
-        if objective == "logistic" and certified is None and 2 * target > max_rank:
-            # Nothing certified at r, and the round after 2 r would be the
-            # cap: the cap at once costs at most four times the round at
-            # 2 r (about r^2 per row each) where that round would settle,
-            # and saves it where it would not, as where the log-loss falls
-            # slowly (a9a: nothing certified at 1,566, 3,069 and 3,854
-            # columns, the last two rounds 17 and 21 s).  Its certificate
-            # still reads every prefix rank.
-            target = max_rank
         p = max_rank if target > _EXACT_FRACTION * n else min(target, max_rank)
         if p >= n:
             # The scores' bounds from this factor, of at most n / 2 columns

@@ -461,6 +461,10 @@ class PartialCholesky:
         return taken
 
 
+# The rows of the factor that extended_factor computes at a time.
+_EXTENSION_CHUNK_BYTES = 2**27
+
+
 def extended_factor(chol, rows, columns, access):
     """The first ``p = len(columns)`` columns of the factor ``chol`` of the
     rows ``rows`` of ``access`` (a ``KernelColumns``), extended to every row.
@@ -487,18 +491,22 @@ def extended_factor(chol, rows, columns, access):
     G = np.empty((n, p), dtype=chol.factor.dtype)
     G[rows] = chol.factor[:, :p]
     gram = np.array(chol.gram()[:p, :p], dtype=np.float64)
-    if rest.size:
-        unseen_rows = kernel_product(
-            access.X[rest],
-            access.rows(landmarks),
+    points = access.rows(landmarks)
+    # By chunks of the factor's budget share: no n x p temporary beside
+    # the subsample's factor and the one being filled.
+    chunk = max(1, _EXTENSION_CHUNK_BYTES // (8 * max(p, 1)))
+    for start in range(0, rest.size, chunk):
+        unseen_rows = rest[start : start + chunk]
+        block = kernel_product(
+            access.X[unseen_rows],
+            points,
             access.kernel,
             access.params,
             T,
             dtype=G.dtype,
         )
-        gram += _tiles.gram(unseen_rows)
-        G[rest] = unseen_rows
-        del unseen_rows
+        gram += _tiles.gram(block)
+        G[unseen_rows] = block
     return PartialCholesky.from_factor(
         access.columns, access.diagonal(), G, landmarks, gram=gram
     )

@@ -752,11 +752,18 @@ def test_logistic_certified_rank_reports_the_pivot_rows_dof():
     assert 0 < clf.effective_dof_ <= clf.dof_ <= 1500
 
 
-def test_extended_factor_is_the_factor_of_every_row_on_the_same_pivots():
+@pytest.mark.parametrize("chunk_rows", [50, 10_000])
+def test_extended_factor_is_the_factor_of_every_row_on_the_same_pivots(
+    monkeypatch, chunk_rows
+):
     # A subsample's factor extended to every row: the subsample's rows keep
     # theirs, the others get K(x, I) G_I^{-T}; the same factor (up to
-    # rounding) as the partial Cholesky of all the rows on those pivots.
+    # rounding) as the partial Cholesky of all the rows on those pivots,
+    # whether the other rows come in one chunk or several.
+    from sklearn_dof import _sampling
     from sklearn_dof._sampling import extended_factor
+
+    monkeypatch.setattr(_sampling, "_EXTENSION_CHUNK_BYTES", 8 * 60 * chunk_rows)
 
     rng = np.random.RandomState(0)
     X = rng.randn(500, 3)
@@ -814,36 +821,3 @@ def test_logistic_rank_certified_on_rows_reuses_their_factor(
     np.testing.assert_allclose(
         auto.decision_function(X[:300]), given.decision_function(X[:300]), atol=1e-6
     )
-
-
-@pytest.mark.parametrize("objective", ["logistic", "squared"])
-def test_uncertified_logistic_rounds_go_to_the_cap_a_round_early(
-    monkeypatch, objective
-):
-    # Nothing certified at r and the round after 2 r would be the cap: the
-    # logistic rounds go to the cap at once (the squared loss's rounds,
-    # cheaper, still take the round at 2 r).
-    from sklearn.datasets import make_classification
-
-    from sklearn_dof import _certificate, _estimate
-
-    monkeypatch.setattr(_certificate, "_tail", lambda *args: np.inf)
-    X, y = make_classification(
-        3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
-    )
-    lines = []
-    _estimate._certified_estimate(
-        KernelColumns(X, "rbf", {"gamma": 0.2}),
-        1.0,
-        0.01,
-        0,
-        SAMPLING_RULES["uniform"].estimate_rule(),
-        y if objective == "logistic" else y[:, None].astype(float),
-        True,
-        500,
-        objective=objective,
-        progress=lines.append,
-        first=150,
-    )
-    rounds = [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
-    assert rounds == ([150, 500] if objective == "logistic" else [150, 300, 500])
