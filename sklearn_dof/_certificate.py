@@ -480,12 +480,19 @@ def factor_d_eff(factor, alpha):
     -------
     d_eff : float
     """
-    r = factor.rank
-    if r == 0:
+    if factor.rank == 0:
         return 0.0
+    return inverse_factor_d_eff(factor, alpha)[2]
+
+
+def inverse_factor_d_eff(factor, alpha):
+    """``(R^{-1}, s, d_eff(L))`` of a factor of at least one column: the
+    inverse :func:`_shifted_inverse_factor` of its Gram matrix and
+    :func:`factor_d_eff` from it, for callers that read ``R^{-1}`` too."""
     gram = np.asarray(factor.gram(), dtype=np.float64)
     R_inv, shift = _shifted_inverse_factor(gram, alpha)
-    return float(r - shift * np.einsum("ij,ij->", R_inv, R_inv))
+    d_eff = float(factor.rank - shift * np.einsum("ij,ij->", R_inv, R_inv))
+    return R_inv, shift, d_eff
 
 
 def _squares(rows, residuals):

@@ -18,8 +18,8 @@ from . import _linalg, _parallel
 from ._certificate import (
     _PENALTY_RANK,
     LossCertificate,
-    _shifted_inverse_factor,
     factor_d_eff,
+    inverse_factor_d_eff,
     logistic_certificate,
     loss_certificate,
     penalty_errors,
@@ -464,6 +464,10 @@ class _DEff:
         self.d_eff = d_eff
 
 
+# Pivot rows scored at a time by _PivotRowDoF.
+_PIVOT_ROW_CHUNK = 1024
+
+
 class _PivotRowDoF:
     """``d_max``, ``d_eff`` and the columns of a factor ``G`` of ``r``
     columns, in ``O(r^3)``: ``d_eff = tr G^T G (G^T G + alpha I)^{-1}``
@@ -474,21 +478,22 @@ class _PivotRowDoF:
     ``_dof._landmark_dof``).  ``d_ave`` is set by the caller."""
 
     def __init__(self, chol, alpha, n):
-        r = chol.rank
         self.n_columns = len(chol.pivots)
         self.d_ave = np.nan
-        if r == 0:
+        if chol.rank == 0:
             self.d_max = self.d_eff = 0.0
             return
-        R_inv, shift = _shifted_inverse_factor(
-            np.asarray(chol.gram(), dtype=np.float64), alpha
-        )
-        self.d_eff = float(r - shift * np.einsum("ij,ij->", R_inv, R_inv))
-        rows = np.asarray(chol.factor[np.asarray(chol.pivots, dtype=np.intp)])
-        # g^T (R R^T)^{-1} g = ||R^{-1} g||^2, R^{-1} lower triangular.
-        projected = rows @ R_inv.T
-        scores = np.einsum("ij,ij->i", projected, projected)
-        self.d_max = max(n * float(scores.max(initial=0.0)), self.d_eff)
+        R_inv, _, self.d_eff = inverse_factor_d_eff(chol, alpha)
+        pivots = np.asarray(chol.pivots, dtype=np.intp)
+        top = 0.0
+        # g^T (R R^T)^{-1} g = ||R^{-1} g||^2, by chunks of pivot rows: at
+        # large ranks no r x r copies of them beside R^{-1}.
+        for start in range(0, pivots.size, _PIVOT_ROW_CHUNK):
+            rows = chol.factor[pivots[start : start + _PIVOT_ROW_CHUNK]]
+            projected = rows.astype(np.float64, copy=False) @ R_inv.T
+            scores = np.einsum("ij,ij->i", projected, projected)
+            top = max(top, float(scores.max(initial=0.0)))
+        self.d_max = max(n * top, self.d_eff)
 
 
 def _converged(dof, previous, chol, alpha, tol, certify_d_eff, statistic="d_max"):

@@ -89,6 +89,11 @@ class FitRequest(NamedTuple):
         ``alpha / c``, those of Newton's quadratic model when every
         curvature is at its bound (a ridge regression weighted by ``c``
         is ridge regression at ``alpha / c``).
+    features_bytes : int
+        Memory up to which the caller keeps the ``n x p`` training
+        features (0: it streams them): a rank certified on a subsample of
+        the rows then hands it the subsample's factor extended to every
+        row (:func:`~sklearn_dof._sampling.extended_factor`).
     """
 
     response: np.ndarray | None = None
@@ -99,6 +104,7 @@ class FitRequest(NamedTuple):
     exact_solve: bool = False
     triangular: bool = False
     curvature: float = 1.0
+    features_bytes: int = 0
 
     def resolved(self, kernel, dtype):
         """This request with ``exact_solve`` only where ``K + alpha I`` is

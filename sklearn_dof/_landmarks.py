@@ -22,9 +22,6 @@ from ._sampling import extended_factor, uniform_columns
 # columns): beyond it the certificate reads a uniform subsample of the rows
 # (see select_landmarks).
 FACTOR_BUDGET_BYTES = 2**30
-# Memory up to which a logistic fit keeps its n x p features after their
-# first pass (see _logistic): twice the factor the certified rank grows.
-FEATURE_CACHE_BYTES = 2 * FACTOR_BUDGET_BYTES
 # Rows of the first subsample a certified rank reads, and the rows per
 # column of a subsample's factor (see _certified_landmarks).
 MIN_CERTIFICATE_ROWS = 8192
@@ -496,8 +493,8 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
         fields["start"] = fit._replace(coef=fit.coef[:, :rank].copy())
     if rows is not None:
         if _extends(request, source, n_samples, columns):
-            # The logistic fit keeps its n x p features: the subsample's rows
-            # of them are the factor's, the other rows one kernel block each.
+            # The caller keeps its n x p features: the subsample's rows of
+            # them are the factor's, the other rows one kernel block each.
             chol = extended_factor(chol, rows, columns, access)
             return _selected(rows[columns], factor=chol, **fields)
         return _selected(rows[columns], **fields)
@@ -507,15 +504,14 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
 def _extends(request, source, n_samples, columns):
     """Whether a rank certified on a subsample hands the caller its factor
     extended to every row (:func:`~sklearn_dof._sampling.extended_factor`):
-    for the logistic loss, whose fit keeps the ``n x p`` features when they
-    fit :data:`FEATURE_CACHE_BYTES`, on landmarks that are rows of the
+    where the caller keeps the ``n x p`` features
+    (``request.features_bytes``), on landmarks that are rows of the
     factor's pivots, of a kernel evaluated from the rows (not
     precomputed)."""
     kernel = source.kernel
     return bool(
-        request.objective == "logistic"
-        and not (isinstance(kernel, str) and kernel == "precomputed")
+        not (isinstance(kernel, str) and kernel == "precomputed")
         and len(columns)
         and (np.asarray(columns) >= 0).all()
-        and 8 * n_samples * len(columns) <= FEATURE_CACHE_BYTES
+        and 8 * n_samples * len(columns) <= request.features_bytes
     )

@@ -14,7 +14,7 @@ from sklearn.utils.validation import (
 from . import _array_api, _dask, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._landmark_block import FitRequest
-from ._landmarks import FEATURE_CACHE_BYTES
+from ._landmarks import FACTOR_BUDGET_BYTES
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, auto_inner_solver, logistic_newton
 from ._progress import Progress
 from ._samplers import gives_rows
@@ -26,7 +26,7 @@ from ._samplers import gives_rows
 # for ijcnn1's final fit at p = 4,096 (49,990 rows, 1.6 GB of features) on
 # the fly.  Twice the factor the certified rank grows: the rows x columns
 # the rounds held before.
-_FEATURE_CACHE_BYTES = FEATURE_CACHE_BYTES
+_FEATURE_CACHE_BYTES = 2 * FACTOR_BUDGET_BYTES
 
 
 # Bounds on the curvature of the loss in the decision values, which the
@@ -308,6 +308,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             objective="logistic",
             kernel_basis=True,
             curvature=_CURVATURE_BOUND[min(n_classes, 3)],
+            features_bytes=_FEATURE_CACHE_BYTES,
         )
         features = self._triangular_features(
             X, self._fit_nystroem(X, self.alpha, request, loss_tol=self.loss_tol)

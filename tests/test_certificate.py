@@ -704,11 +704,16 @@ def test_logistic_certificate_from_a_warm_start_is_the_same():
     assert warm.fit.n_iter < cold.fit.n_iter
 
 
-def test_pivot_row_dof_reads_the_factor_and_its_pivot_rows():
+@pytest.mark.parametrize("chunk", [7, 1024])
+def test_pivot_row_dof_reads_the_factor_and_its_pivot_rows(monkeypatch, chunk):
     # The degrees of freedom a logistic certified rank reports, in O(r^3):
     # d_eff is the factor's tr L (L + alpha I)^{-1}, the sum of every row's
-    # score, and d_max the largest score of a pivot row, times n.
+    # score, and d_max the largest score of a pivot row, times n (its pivot
+    # rows scored in one chunk or several).
+    from sklearn_dof import _estimate
     from sklearn_dof._estimate import _PivotRowDoF
+
+    monkeypatch.setattr(_estimate, "_PIVOT_ROW_CHUNK", chunk)
 
     rng = np.random.RandomState(0)
     X = rng.randn(400, 3)
@@ -795,7 +800,7 @@ def test_logistic_rank_certified_on_rows_reuses_their_factor(
     # same landmarks.
     from sklearn.datasets import make_classification
 
-    from sklearn_dof import DoFKernelLogisticRegression, _landmarks
+    from sklearn_dof import DoFKernelLogisticRegression, _landmarks, _logistic
 
     X, y = make_classification(
         3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
@@ -803,7 +808,7 @@ def test_logistic_rank_certified_on_rows_reuses_their_factor(
     # Factors of at most 600 rows: the rounds read a subsample.
     monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 600 * 300)
     if not extend:
-        monkeypatch.setattr(_landmarks, "FEATURE_CACHE_BYTES", 0)
+        monkeypatch.setattr(_logistic, "_FEATURE_CACHE_BYTES", 0)
     params = dict(alpha=1.0, gamma=0.2)
     auto = DoFKernelLogisticRegression(
         random_state=0, max_components=300, verbose=1, **params
