@@ -769,6 +769,14 @@ class PrefixSums:
         self.chol = chol
         self.p = p
 
+    def second_moments(self, out):
+        """``G_p^T G_p / n`` written into ``out`` (``p x p``, float64), and
+        the mean row of ``G_p``: the uncentred sums, with no ``p x p``
+        temporary beside the factor's Gram matrix and ``out``."""
+        n = self.chol.factor.shape[0]
+        np.divide(self.chol.gram()[: self.p, : self.p], n, out=out)
+        return self.chol.factor[:, : self.p].mean(axis=0, dtype=np.float64)
+
     def normal_equations(self, y, fit_intercept):
         """As ``_blocks.normal_equations`` of the features with unit weights."""
         gram, rhs, g_mean, y_mean = factor_sums(self.chol, self.p, y, fit_intercept)

@@ -826,3 +826,114 @@ def test_logistic_rank_certified_on_rows_reuses_their_factor(
     np.testing.assert_allclose(
         auto.decision_function(X[:300]), given.decision_function(X[:300]), atol=1e-6
     )
+
+
+@pytest.mark.parametrize("objective", ["logistic", "squared"])
+def test_uncertified_logistic_rounds_go_to_the_cap_a_round_early(
+    monkeypatch, objective
+):
+    # Nothing certified at r and the round after 2 r would be the cap: the
+    # logistic rounds go to the cap at once (the squared loss's rounds,
+    # cheaper, still take the round at 2 r).
+    from sklearn.datasets import make_classification
+
+    from sklearn_dof import _certificate, _estimate
+
+    monkeypatch.setattr(_certificate, "_tail", lambda *args: np.inf)
+    X, y = make_classification(
+        3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
+    )
+    lines = []
+    _estimate._certified_estimate(
+        KernelColumns(X, "rbf", {"gamma": 0.2}),
+        1.0,
+        0.01,
+        0,
+        SAMPLING_RULES["uniform"].estimate_rule(),
+        y if objective == "logistic" else y[:, None].astype(float),
+        True,
+        500,
+        objective=objective,
+        progress=lines.append,
+        first=150,
+    )
+    rounds = [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
+    assert rounds == ([150, 500] if objective == "logistic" else [150, 300, 500])
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_logistic_certificate_fit_carries_its_hessian_factored(center):
+    # The leave-one-out pass factors the weighted ridge's Hessian, which at
+    # the logistic fit is that fit's Hessian (intercept eliminated): its
+    # solve is n H^{-1} on the fit's columns and on every prefix of them.
+    from scipy.special import expit
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(500, 2)
+    labels = (X[:, 0] + np.sin(3 * X[:, 1]) + 0.5 * rng.randn(500) > 0).astype(int)
+    chol = _factor(X, 0.5, np.arange(0, 500, 10))
+    alpha = 0.5
+    certificate = _certificate.logistic_certificate(chol, labels, alpha, center)
+    fit = certificate.fit
+    hessian = fit.hessian
+    G = chol.factor.astype(np.float64)
+    r = G.shape[1]
+    assert hessian.inverse.shape == (r, r) and hessian.n_samples == 500
+    p = expit(G @ fit.coef[0] + fit.intercept[0])
+    w = p * (1 - p)
+    Ga = np.c_[G, np.ones(500)] if center else G
+    H = Ga.T @ (w[:, None] * Ga)
+    H[np.arange(r), np.arange(r)] += alpha
+    for q in (r, r // 2, 1):
+        index = np.r_[np.arange(q), [r] if center else []].astype(int)
+        rhs = rng.randn(index.size)
+        expected = 500 * np.linalg.solve(H[np.ix_(index, index)], rhs)
+        np.testing.assert_allclose(hessian.solve(rhs, center), expected, rtol=1e-7)
+
+
+def test_final_fit_from_the_certificate_takes_its_hessian(monkeypatch):
+    # The fit that starts at the certificate's preconditions its Newton-CG
+    # steps with the Hessian the certificate factored: no Gram matrix or
+    # Hessian of its own (each a pass of n r^2), fewer Hessian products than
+    # the same start without it, the same optimum as a cold fit.
+    from sklearn_dof import _newton
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(800, 2)
+    labels = (X[:, 0] + np.sin(3 * X[:, 1]) + 0.5 * rng.randn(800) > 0).astype(int)
+    chol = _factor(X, 0.5, np.arange(0, 800, 8))
+    alpha = 0.1
+    fit = _certificate.logistic_certificate(chol, labels, alpha).fit
+    G = chol.factor.astype(np.float64)
+    kwargs = dict(tol=1e-9, inner_solver="cg")
+    cold = _newton.logistic_newton(G, labels, alpha, **kwargs)
+    reference = _newton.logistic_newton(G[:, :40], labels, alpha, tol=1e-10)
+    products = []
+    hessp = _newton._Problem.hessp
+
+    def counted(self, V, P):
+        products.append(1)
+        return hessp(self, V, P)
+
+    monkeypatch.setattr(_newton._Problem, "hessp", counted)
+    without = _newton.logistic_newton(
+        G, labels, alpha, start=fit._replace(hessian=None), **kwargs
+    )
+    plain = len(products)
+
+    def no_pass(self, *args):
+        raise AssertionError("a pass of n r^2 the certificate's Hessian replaces")
+
+    monkeypatch.setattr(_newton._Problem, "gram", no_pass)
+    monkeypatch.setattr(_newton._Problem, "hessian", no_pass)
+    products.clear()
+    with_hessian = _newton.logistic_newton(G, labels, alpha, start=fit, **kwargs)
+    assert len(products) < plain
+    for result in (with_hessian, without):
+        assert result.converged
+        np.testing.assert_allclose(result.coef, cold.coef, atol=1e-6)
+        np.testing.assert_allclose(result.intercept, cold.intercept, atol=1e-6)
+    # A prefix of the columns (a certified rank below the rounds') too.
+    prefix = fit._replace(coef=fit.coef[:, :40])
+    cut = _newton.logistic_newton(G[:, :40], labels, alpha, start=prefix, **kwargs)
+    np.testing.assert_allclose(cut.coef, reference.coef, rtol=1e-5, atol=1e-5)

@@ -516,3 +516,39 @@ def test_dof_rank_reads_the_degrees_of_freedom_at_the_curvature_bound(
     assert clf.n_components_ == at_bound.n_components_ < at_alpha.n_components_
     assert_allclose(clf.dof_, at_bound.dof_)
     assert clf.nystroem_.alpha == alpha
+
+
+def test_solver_without_the_decrement_stops_at_the_gradient_test(monkeypatch):
+    # check_decrement=False: a start whose gradient meets tol is the
+    # result, with no Hessian formed for a step or a decrement (the
+    # certificate's leave-one-out pass takes that exact step itself).
+    rng = np.random.RandomState(0)
+    Phi = rng.randn(400, 12)
+    y = (Phi[:, :3].sum(axis=1) + 0.5 * rng.randn(400) > 0).astype(int)
+    rough = logistic_newton(Phi, y, 1.0, tol=1e-4, inner_solver="cholesky")
+    P = 1 / (1 + np.exp(-(Phi @ rough.coef[0] + rough.intercept[0])))
+    gradient = np.r_[Phi.T @ (P - y) / 400 + rough.coef[0] / 400, (P - y).mean()]
+    tol = 2 * np.abs(gradient).max()
+    checked = logistic_newton(
+        Phi, y, 1.0, tol=tol, inner_solver="cholesky", start=rough
+    )
+
+    def no_hessian(self, P):
+        raise AssertionError("no Hessian past the gradient test")
+
+    monkeypatch.setattr(_newton._Problem, "hessian", no_hessian)
+    result = logistic_newton(
+        Phi,
+        y,
+        1.0,
+        tol=tol,
+        inner_solver="cholesky",
+        start=rough,
+        check_decrement=False,
+    )
+    assert result.converged and result.n_iter == 0
+    assert_allclose(result.coef, rough.coef)
+    # With the decrement, the same start forms the Hessian (and may step).
+    assert checked.converged
+    with pytest.raises(AssertionError, match="no Hessian"):
+        logistic_newton(Phi, y, 1.0, tol=tol, inner_solver="cholesky", start=rough)
