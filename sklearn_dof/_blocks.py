@@ -280,9 +280,10 @@ def for_row_blocks(function, n_samples, n_columns, itemsize=8, max_block_bytes=N
 _SMALL_PRODUCT_ROWS = 256
 
 
-def kernel_product(X, landmarks, kernel, params, W, dtype=np.float64):
+def kernel_product(X, landmarks, kernel, params, W, dtype=np.float64, upper=False):
     """``K(X, landmarks) W`` (``W`` of shape (p,) or (p, k)) by blocks of
-    rows, one group per worker thread.
+    rows, one group per worker thread; ``upper``: ``W`` is upper
+    triangular (``p x p``), multiplied by :func:`_tiles.times_upper`.
 
     What ``predict`` and ``transform`` compute: no ``n x p`` kernel block is
     ever held (each worker's blocks stay within the memory budget and are
@@ -297,8 +298,13 @@ def kernel_product(X, landmarks, kernel, params, W, dtype=np.float64):
 
     def work(slices):
         for rows in slices:
-            K = kernel_block(X[rows], landmarks, kernel, params)
-            np.matmul(K.astype(dtype, copy=False), W, out=out[rows])
+            K = kernel_block(X[rows], landmarks, kernel, params).astype(
+                dtype, copy=False
+            )
+            if upper:
+                _tiles.times_upper(K, W, out=out[rows])
+            else:
+                np.matmul(K, W, out=out[rows])
 
     width = landmarks.shape[0] if kernel != "precomputed" else len(landmarks)
     for_row_blocks(work, n_samples, width, np.dtype(dtype).itemsize)

@@ -404,7 +404,6 @@ def loo_curve(
     k = y.shape[1]
     m = T.shape[1]
     fit_map = np.concatenate([R_inv.T @ (u[:, t, None] * T) for t in range(k)], axis=1)
-    panels = _triangular_panels(r)
     # R^{-1} m, for the uncentred scores: g_i = (g_i - m) + m.
     v = R_inv @ mean
     v_sq = float(v @ v)
@@ -414,12 +413,8 @@ def loo_curve(
             G_c = G[rows].astype(np.float64) - mean
             if weights is not None:
                 G_c *= root[rows, None]
-            Z = np.empty_like(G_c)
-            for a, b in panels:
-                # R^{-T} is upper triangular: columns a:b of Z read the first
-                # b columns of G_c only (about half the flops of a full
-                # product).
-                np.matmul(G_c[:, :b], R_inv[a:b, :b].T, out=Z[:, a:b])
+            # R^{-T} is upper triangular: about half a full product's flops.
+            Z = _tiles.times_upper(G_c, R_inv.T)
             if scores and weights is None:
                 Zv = Z @ v
             np.multiply(Z, Z, out=Z)
@@ -513,16 +508,9 @@ def _squares(rows, residuals):
     return (residuals**2).sum(axis=1)
 
 
-# Columns of the panels of a product by a triangular matrix: wide enough for
-# an efficient product, narrow enough to skip most of the zero triangle.
+# Rows of the Gram matrix centred at a time (an outer product of that many
+# rows beside it, not r x r).
 _PANEL_COLUMNS = 256
-
-
-def _triangular_panels(r):
-    """Column ranges ``(a, b)`` of the product ``G R^{-T}`` by panels."""
-    n_panels = max(1, -(-r // _PANEL_COLUMNS))
-    bounds = np.linspace(0, r, n_panels + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def loss_certificate(factor, response, alpha, center=True):

@@ -539,7 +539,8 @@ class DaskPartialCholesky(PartialCholesky):
     def _schur_block(self, S, indices):
         return np.asarray(S[indices].compute())
 
-    def _append(self, S, transform):
+    def _append(self, S, transform, kept=None):
+        # (A general product per chunk: ``kept``'s triangle is not used.)
         da = _dask().array
         new_columns = S @ transform.astype(S.dtype, copy=False)
         new = da.asarray(new_columns).rechunk({0: self._chunks, 1: -1})

@@ -112,9 +112,10 @@ class _TriangularFeatures:
         if self.triangular is None:  # the kernel basis: K(x, I) itself
             return K
         T = self.triangular.astype(K.dtype, copy=False)
-        # scipy's trmm holds the GIL: numpy's product in a worker thread.
+        # scipy's trmm holds the GIL: numpy's product in a worker thread,
+        # by panels (half the flops, _tiles.times_upper).
         if not self.triangular_product or _parallel.in_worker():
-            return K @ T
+            return _tiles.times_upper(K, T)
         trmm = linalg.get_blas_funcs("trmm", (T, K))
         # (K T)^T = T^T K^T, computed in place in K's Fortran-ordered transpose.
         return trmm(1.0, T, K.T, side=0, lower=0, trans_a=1, overwrite_b=1).T

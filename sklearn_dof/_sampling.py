@@ -313,19 +313,29 @@ class PartialCholesky:
         n = self._G.shape[0]
         for_row_blocks(work, n, max(G.shape[1], indices.size))
 
-    def _append(self, columns, transform):
-        """Append the columns ``(K(:, B) - G G_B^T) transform`` to ``G``."""
+    def _append(self, columns, transform, kept=None):
+        """Append the columns ``(K(:, B) - G G_B^T) transform`` to ``G``;
+        ``kept``: the rows of ``transform`` that are not zero, where they
+        are an upper triangular block (:func:`_pivot_transform`)."""
         indices = columns
         k = transform.shape[1]
         self._make_room(k)
         transform = transform.astype(self._G.dtype, copy=False)
         new = self._G[:, self._rank : self._rank + k]
+        triangular = kept is not None and k > _tiles.TRIANGULAR_PANEL
+        if triangular:
+            whole = len(kept) == len(indices)
+            upper = transform if whole else transform[kept]
 
         def consume(rows, S):
-            # The product as (transform^T S^T)^T: column-major like the
-            # factor, so storing it copies contiguous columns, not a
-            # transpose.
-            block = (transform.T @ S.T).T
+            if triangular:
+                # Half the flops of the general product (a9a's round to
+                # 3,854 columns adds 2,288 at once).
+                block = _tiles.times_upper(S if whole else S[:, kept], upper)
+            else:
+                # (transform^T S^T)^T: column-major like the factor, so
+                # storing it copies contiguous columns, not a transpose.
+                block = (transform.T @ S.T).T
             new[rows] = block
             self.residual[rows] -= np.einsum("ij,ij->i", block, block, dtype=np.float64)
 
@@ -351,7 +361,7 @@ class PartialCholesky:
         tol = self.rtol * self._scale * max(1, indices.size)
         transform, kept = _pivot_transform(S_BB.astype(np.float64), tol)
         if transform.shape[1]:
-            self._append(columns, transform)
+            self._append(columns, transform, kept)
             self.column_pivots.extend(
                 indices[kept].tolist() if kept is not None else [-1] * len(transform.T)
             )
@@ -504,6 +514,7 @@ def extended_factor(chol, rows, columns, access):
             access.params,
             T,
             dtype=G.dtype,
+            upper=True,
         )
         gram += _tiles.gram(block)
         G[unseen_rows] = block

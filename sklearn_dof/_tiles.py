@@ -43,8 +43,38 @@ TILE_ORDER = 8192
 UPDATE_COLUMNS = 2048
 
 
+#: The column panels of a product with a triangular matrix
+#: (:func:`times_upper`): as fast as 512 on two threads from 272 rows by
+#: 3,854 columns to 4,096 by 3,854 (one-off timings), and narrow enough
+#: that the panels skip most of the zero triangle.
+TRIANGULAR_PANEL = 256
+
+
 def _tile_edges(start, stop, tile):
     return [(a, min(a + tile, stop)) for a in range(start, stop, tile)]
+
+
+def times_upper(A, U, out=None):
+    """``A @ U`` for an upper triangular ``U`` (``k x k``), by panels of
+    :data:`TRIANGULAR_PANEL` columns.
+
+    Panel ``a:b`` of the product reads the first ``b`` columns of ``A``
+    and rows of ``U`` only: about half the flops of the general product, in
+    numpy's BLAS (scipy's ``trmm`` is a second thread pool; see
+    ``_nystroem._TriangularFeatures``).  On two threads 1.35-1.6 times the
+    general product's speed (blocks of 272 to 8,192 rows, ``k`` = 1,508 to
+    8,192; one-off timings).  The diagonal tiles are read whole: ``U``'s
+    strict lower triangle must be zero.  ``out``: C-ordered, or a view whose
+    rows are (the panels' products are written to its column ranges).
+    """
+    k = U.shape[1]
+    if out is None:
+        out = np.empty((A.shape[0], k), dtype=np.result_type(A, U))
+    if k <= TRIANGULAR_PANEL:
+        return np.matmul(A, U, out=out)
+    for a, b in _tile_edges(0, k, TRIANGULAR_PANEL):
+        np.matmul(A[:, :b], U[:b, a:b], out=out[:, a:b])
+    return out
 
 
 def gram(M, tile=None):

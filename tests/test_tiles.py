@@ -240,3 +240,22 @@ def test_kin40k_at_20000_components_on_two_threads():
     )
     # Exact kernel ridge on these rows reaches about 0.04 (issue 33).
     assert float(out) < 0.06
+
+
+@pytest.mark.parametrize("k", [5, 256, 700])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_times_upper_is_the_product_with_a_triangular_matrix(k, dtype):
+    # By column panels that skip U's zero triangle: the general product,
+    # into a fresh array or into the rows of a given one.
+    rng = np.random.RandomState(0)
+    A = rng.randn(300, k).astype(dtype)
+    U = np.triu(rng.randn(k, k)).astype(dtype)
+    expected = A.astype(np.float64) @ U.astype(np.float64)
+    rtol = 1e-4 if dtype == np.float32 else 1e-12
+    product = _tiles.times_upper(A, U)
+    assert product.dtype == dtype
+    np.testing.assert_allclose(product, expected, rtol=rtol, atol=rtol * np.sqrt(k))
+    out = np.full((400, k), np.nan, dtype=dtype)
+    _tiles.times_upper(A, U, out=out[50:350])
+    np.testing.assert_allclose(out[50:350], expected, rtol=rtol, atol=rtol * np.sqrt(k))
+    assert np.isnan(out[:50]).all() and np.isnan(out[350:]).all()
