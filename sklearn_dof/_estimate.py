@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_array
 
-from . import _linalg, _parallel
+from . import _linalg, _parallel, _tiles
 from ._certificate import (
     _PENALTY_RANK,
     LossCertificate,
@@ -499,7 +499,7 @@ class _PivotRowDoF:
         # large ranks no r x r copies of them beside R^{-1}.
         for start in range(0, pivots.size, _PIVOT_ROW_CHUNK):
             rows = chol.factor[pivots[start : start + _PIVOT_ROW_CHUNK]]
-            projected = rows.astype(np.float64, copy=False) @ R_inv.T
+            projected = _tiles.times_upper(rows.astype(np.float64, copy=False), R_inv.T)
             scores = np.einsum("ij,ij->i", projected, projected)
             top = max(top, float(scores.max(initial=0.0)))
         self.d_max = max(n * top, self.d_eff)
