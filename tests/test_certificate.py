@@ -861,6 +861,14 @@ def test_uncertified_logistic_rounds_go_to_the_cap_a_round_early(
     assert rounds == ([150, 500] if objective == "logistic" else [150, 300, 500])
 
 
+def _binary_factor(n, step):
+    """Two-class labels on ``n`` points and the factor of every ``step``-th."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(n, 2)
+    labels = (X[:, 0] + np.sin(3 * X[:, 1]) + 0.5 * rng.randn(n) > 0).astype(int)
+    return labels, _factor(X, 0.5, np.arange(0, n, step))
+
+
 @pytest.mark.parametrize("center", [True, False])
 def test_logistic_certificate_fit_carries_its_hessian_factored(center):
     # The leave-one-out pass factors the weighted ridge's Hessian, which at
@@ -868,10 +876,8 @@ def test_logistic_certificate_fit_carries_its_hessian_factored(center):
     # solve is n H^{-1} on the fit's columns and on every prefix of them.
     from scipy.special import expit
 
-    rng = np.random.RandomState(0)
-    X = rng.randn(500, 2)
-    labels = (X[:, 0] + np.sin(3 * X[:, 1]) + 0.5 * rng.randn(500) > 0).astype(int)
-    chol = _factor(X, 0.5, np.arange(0, 500, 10))
+    labels, chol = _binary_factor(500, 10)
+    rng = np.random.RandomState(1)
     alpha = 0.5
     certificate = _certificate.logistic_certificate(chol, labels, alpha, center)
     fit = certificate.fit
@@ -898,10 +904,7 @@ def test_final_fit_from_the_certificate_takes_its_hessian(monkeypatch):
     # the same start without it, the same optimum as a cold fit.
     from sklearn_dof import _newton
 
-    rng = np.random.RandomState(0)
-    X = rng.randn(800, 2)
-    labels = (X[:, 0] + np.sin(3 * X[:, 1]) + 0.5 * rng.randn(800) > 0).astype(int)
-    chol = _factor(X, 0.5, np.arange(0, 800, 8))
+    labels, chol = _binary_factor(800, 8)
     alpha = 0.1
     fit = _certificate.logistic_certificate(chol, labels, alpha).fit
     G = chol.factor.astype(np.float64)
