@@ -552,3 +552,38 @@ def test_solver_without_the_decrement_stops_at_the_gradient_test(monkeypatch):
     assert checked.converged
     with pytest.raises(AssertionError, match="no Hessian"):
         logistic_newton(Phi, y, 1.0, tol=tol, inner_solver="cholesky", start=rough)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_two_class_newton_cg_takes_the_landmarks_gram(monkeypatch, n_classes):
+    # On features K(x, I) R^{-1}, two classes precondition Newton-CG with
+    # R R^T / p (no pass of n p^2 for the Gram matrix); more classes, whose
+    # products cost m times more, with the exact Gram matrix.  The same
+    # optimum either way.
+    X, y = make_classification(
+        1500,
+        n_features=5,
+        n_informative=4,
+        n_redundant=0,
+        n_classes=n_classes,
+        n_clusters_per_class=1,
+        random_state=0,
+    )
+    grams = []
+    landmarks_gram = _newton._Problem._nystroem_gram
+
+    def counted(self, cholesky):
+        grams.append(cholesky.shape)
+        return landmarks_gram(self, cholesky)
+
+    monkeypatch.setattr(_newton._Problem, "_nystroem_gram", counted)
+    params = dict(n_components=400, random_state=0, gamma=0.3, alpha=0.1, tol=1e-8)
+    model = DoFKernelLogisticRegression(solver="newton-cg", **params).fit(X, y)
+    assert model.solver_ == "newton-cg"
+    # (The Gram matrix is made once per fit: R R^T / p, or the pass.)
+    assert grams == ([(400, 400)] if n_classes == 2 else [])
+    reference = DoFKernelLogisticRegression(solver="newton-cholesky", **params)
+    reference.fit(X, y)
+    assert_allclose(
+        model.decision_function(X), reference.decision_function(X), atol=1e-5
+    )
