@@ -518,8 +518,9 @@ class _Preconditioner:
 
     It starts with the Gram matrix ``G = Xa^T diag(s) Xa`` (one pass, once
     per fit; two classes on features in a triangular basis take the
-    landmarks' ``R R^T / p`` instead, :meth:`_Problem.gram`): block ``k`` of the Hessian, ``Xa^T diag(s c_k) Xa + lam`` (the
-    whole Hessian for two classes), is replaced by ``(cbar / cbar_k) (cbar
+    landmarks' ``R R^T / p`` instead, :meth:`_Problem.gram`): block ``k``
+    of the Hessian, ``Xa^T diag(s c_k) Xa + lam`` (the whole Hessian for
+    two classes), is replaced by ``(cbar / cbar_k) (cbar
     G + lam)``, with ``cbar_k`` the class's mean curvature and ``cbar`` their
     mean: one Cholesky factorisation per step, ``q^3 / 3`` flops, for every
     class (an eigendecomposition of ``G`` once per fit, which would give

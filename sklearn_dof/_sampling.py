@@ -315,8 +315,9 @@ class PartialCholesky:
 
     def _append(self, columns, transform, kept=None):
         """Append the columns ``(K(:, B) - G G_B^T) transform`` to ``G``;
-        ``kept``: the rows of ``transform`` that are not zero, where they
-        are an upper triangular block (:func:`_pivot_transform`)."""
+        ``kept``: the rows of ``transform`` that are not zero, in the order
+        in which they are an upper triangular block
+        (:func:`_pivot_transform`)."""
         indices = columns
         k = transform.shape[1]
         self._make_room(k)
@@ -324,7 +325,8 @@ class PartialCholesky:
         new = self._G[:, self._rank : self._rank + k]
         triangular = kept is not None and k > _tiles.TRIANGULAR_PANEL
         if triangular:
-            whole = len(kept) == len(indices)
+            # (pstrf's pivots may keep every row, in another order.)
+            whole = np.array_equal(kept, np.arange(len(indices)))
             upper = transform if whole else transform[kept]
 
         def consume(rows, S):

@@ -64,8 +64,9 @@ def times_upper(A, U, out=None):
     ``_nystroem._TriangularFeatures``).  On two threads 1.35-1.6 times the
     general product's speed (blocks of 272 to 8,192 rows, ``k`` = 1,508 to
     8,192; one-off timings).  The diagonal tiles are read whole: ``U``'s
-    strict lower triangle must be zero.  ``out``: C-ordered, or a view whose
-    rows are (the panels' products are written to its column ranges).
+    strict lower triangle must be zero.  ``out``: of shape ``(len(A), k)``
+    with contiguous rows (a C-ordered array or a block of its rows), whose
+    column ranges take the panels' products.
     """
     k = U.shape[1]
     if out is None:

@@ -209,3 +209,36 @@ def test_a_pivot_below_the_threshold_adds_no_rank_even_first_in_its_block():
     assert np.all(np.diag(K - G @ G.T) >= -1e-15)
     transform, _ = _sampling._pivot_transform(np.array([[1e-14]]), tol=1e-12)
     assert transform.shape == (1, 0)
+
+
+@pytest.mark.parametrize("order", ["block", "permuted", "dropped"])
+def test_append_by_the_triangular_transform_is_the_general_product(order):
+    # A block of pivots past the panel width is appended by the panelled
+    # product with the transform's upper triangular rows (in kept's order:
+    # the block's own, a pivoted one, or with dropped pivots), the same
+    # columns as the general product with the whole transform.
+    from sklearn_dof import _tiles
+    from sklearn_dof._sampling import _pivot_transform
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(900, 3)
+    K = rbf_kernel(X, gamma=0.3) + 1e-3 * np.eye(900)
+    k = _tiles.TRIANGULAR_PANEL + 120
+    indices = rng.permutation(900)[:k]
+    S_BB = K[np.ix_(indices, indices)]
+    transform, kept = _pivot_transform(S_BB, 1e-12)
+    assert np.array_equal(kept, np.arange(k))
+    if order != "block":
+        # Upper triangular in the order of kept, which is not the block's.
+        kept = rng.permutation(k)[: k if order == "permuted" else k - 40]
+        U = np.linalg.cholesky(S_BB[np.ix_(kept, kept)]).T
+        transform = np.zeros((k, len(kept)))
+        transform[kept] = np.linalg.inv(U)
+        transform[kept] = np.triu(transform[kept])
+    factors = []
+    for given in (kept, None):
+        chol = PartialCholesky(_matrix_columns(K), np.diag(K).copy())
+        chol._append(indices, transform, given)
+        factors.append(chol.factor.copy())
+    np.testing.assert_allclose(factors[0], factors[1], rtol=1e-9, atol=1e-12)
+    assert factors[0].shape == (900, len(kept))
