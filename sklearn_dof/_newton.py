@@ -596,6 +596,8 @@ class _Preconditioner:
         gram_fits = 8 * q**2 <= max_hessian_bytes or kernel_blocks
         self.mode = "gram" if gram_fits else "diagonal"
         self.switch_after = max(10, m * q // 80)
+        # (mean curvature, Cholesky factor) of the Gram preconditioner.
+        self._gram_factor = None
 
     def step(self, g, P):
         """Newton step at probabilities ``P`` and (projected) gradient ``g``,
@@ -655,7 +657,7 @@ class _Preconditioner:
                 problem.class_curvature(P).sum(axis=0), np.finfo(float).tiny
             )
             common = float(curvature.mean())
-            factored = getattr(self, "_gram_factor", None)
+            factored = self._gram_factor
             if factored is not None and abs(math.log(common / factored[0])) <= (
                 _REFACTOR_LOG_RATIO
             ):
