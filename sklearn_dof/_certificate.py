@@ -643,7 +643,12 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
         eta_out = z[rows, None] - residuals[:, 0, :] / root[rows, None]
         return np.logaddexp(0.0, -sign[rows, None] * eta_out)
 
-    ranks, losses, scores, hessian = loo_curve(
+    # The fit's Hessian, factored for the leave-one-out pass: the
+    # preconditioner of the caller's fit from this one, where it fits the
+    # budget of the solver's own (a9a at 3,854 columns: one Newton step of
+    # 3 CG products instead of forming an n r^2 Hessian).
+    keep_hessian = 8 * G.shape[1] ** 2 <= DEFAULT_MAX_HESSIAN_BYTES
+    ranks, losses, scores, *kept = loo_curve(
         factor,
         z[:, None],
         alpha,
@@ -651,12 +656,9 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
         weights=curvature,
         row_loss=log_losses,
         scores=True,
-        # The fit's Hessian, factored for the leave-one-out pass: the
-        # preconditioner of the caller's fit from this one, where it fits
-        # the budget of the solver's own (a9a at 3,854 columns: one Newton
-        # step of 3 CG products instead of forming an n r^2 Hessian).
-        hessian=8 * G.shape[1] ** 2 <= DEFAULT_MAX_HESSIAN_BYTES,
+        hessian=keep_hessian,
     )
+    hessian = kept[0] if keep_hessian else None
     certificate = _certificate_of(factor, ranks, losses, _ERROR_FLOOR * math.log(2.0))
     # The d.o.f. of the weighted ridge: the curvatures are what the logistic
     # loss resolves its directions by (at most 1/4 of the kernel's scale).

@@ -897,6 +897,19 @@ def test_logistic_certificate_fit_carries_its_hessian_factored(center):
         np.testing.assert_allclose(hessian.solve(rhs, center), expected, rtol=1e-7)
 
 
+def test_logistic_certificate_past_the_hessian_budget_keeps_no_hessian(monkeypatch):
+    # Past the solver's Hessian budget (r > 5,792 at 256 MiB) the
+    # certificate keeps no factor, and still certifies: the same losses as
+    # within it.
+    labels, chol = _binary_factor(500, 10)
+    within = _certificate.logistic_certificate(chol, labels, 0.5)
+    r = chol.factor.shape[1]
+    monkeypatch.setattr(_certificate, "DEFAULT_MAX_HESSIAN_BYTES", 8 * r**2 - 1)
+    past = _certificate.logistic_certificate(chol, labels, 0.5)
+    assert within.fit.hessian is not None and past.fit.hessian is None
+    np.testing.assert_allclose(past.losses, within.losses, rtol=1e-12)
+
+
 def test_final_fit_from_the_certificate_takes_its_hessian(monkeypatch):
     # The fit that starts at the certificate's preconditions its Newton-CG
     # steps with the Hessian the certificate factored: no Gram matrix or
