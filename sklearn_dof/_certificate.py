@@ -674,7 +674,24 @@ def _at(ranks, errors, q):
 
 def _decrease_ratio(ranks, errors):
     """Decrease of the error over the last doubling of the rank over the one
-    before (None below four columns or when only the last one decreased)."""
+    before, or, where it is larger, the mean ratio over the last two
+    doublings (None below four columns or when only the last one
+    decreased).
+
+    The error falls in steps, not as a geometric series: a column that
+    lands among rows no landmark has covered yet can lower it by a percent
+    on its own, and a doubling may see none.  A single quiet doubling after
+    a loud one then reads as a fast shrinking decrease, and so as a tail
+    near zero.  On a9a (seed 1) the last three doublings to 1,387 columns
+    fell by 0.93%, 1.14% and 0.36% of the error: ratio 0.32 and a tail of
+    0.17%, where the next doublings fell by about 0.4% each; the rank it
+    certified, 585, had a test log-loss 1.05% above that of 3,854 columns.
+    The mean ratio of the last two doublings, ``sqrt(0.36 / 0.93) = 0.62``
+    there, is the least-squares slope of the log decreases over the three,
+    what the geometric model's ratio is with one doubling's noise; the
+    larger of the two is kept, so that a decrease that stopped shrinking
+    over the last doubling still counts as such.  On a geometric series
+    both are the same."""
     r = int(ranks[-1])
     if r < 4:
         return None
@@ -684,7 +701,12 @@ def _decrease_ratio(ranks, errors):
         return 0.0
     if before <= 0.0:
         return None
-    return last / before
+    ratio = last / before
+    if r >= 8:
+        earlier = _at(ranks, errors, r // 8) - quarter
+        if earlier > 0.0:
+            ratio = max(ratio, math.sqrt(last / earlier))
+    return ratio
 
 
 def _tail(ranks, errors, reference):

@@ -953,3 +953,26 @@ def test_final_fit_from_the_certificate_takes_its_hessian(monkeypatch):
     prefix = fit._replace(coef=fit.coef[:, :40])
     cut = _newton.logistic_newton(G[:, :40], labels, alpha, start=prefix, **kwargs)
     np.testing.assert_allclose(cut.coef, reference.coef, rtol=1e-5, atol=1e-5)
+
+
+def test_tail_reads_a_quiet_doubling_by_the_mean_ratio_of_two():
+    # A geometric decrease keeps its ratio; a quiet last doubling after two
+    # loud ones (the error falls in steps) takes the mean ratio of the last
+    # two doublings, not its own, so its tail is not read as near zero.
+    ranks = np.arange(0, 65)
+
+    def errors(*at):
+        return np.interp(ranks, [0, 8, 16, 32, 64], [2.0, *at])
+
+    geometric = errors(1.8, 1.4, 1.2, 1.1)
+    assert _certificate._decrease_ratio(ranks, geometric) == pytest.approx(0.5)
+    quiet = errors(1.5, 1.4, 1.3, 1.29)
+    ratio = _certificate._decrease_ratio(ranks, quiet)
+    assert ratio == pytest.approx(np.sqrt(0.01 / 0.1))
+    tail = _certificate._tail(ranks, quiet, 1.29)
+    assert tail == pytest.approx(0.01 / 1.29 * ratio / (1 - ratio))
+    # A decrease that stopped shrinking in the last doubling keeps its ratio.
+    assert _certificate._tail(ranks, errors(1.5, 1.2, 1.1, 1.0), 1.0) == np.inf
+    # Below eight columns, the last two doublings only.
+    short = np.interp(np.arange(5), [0, 1, 2, 4], [3.0, 2.0, 1.5, 1.25])
+    assert _certificate._decrease_ratio(np.arange(5), short) == pytest.approx(0.5)
