@@ -976,3 +976,43 @@ def test_tail_reads_a_quiet_doubling_by_the_mean_ratio_of_two():
     # Below eight columns, the last two doublings only.
     short = np.interp(np.arange(5), [0, 1, 2, 4], [3.0, 2.0, 1.5, 1.25])
     assert _certificate._decrease_ratio(np.arange(5), short) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("objective", ["logistic", "squared"])
+def test_logistic_rounds_stop_on_a_plateau_of_two_doublings(monkeypatch, objective):
+    # A rank certified at 0.4 r is a plateau of one doubling: the squared
+    # loss's rounds stop there; the log-loss's (which falls in steps) grow
+    # to four times it, and go to the cap once the round after would.
+    from sklearn.datasets import make_classification
+
+    from sklearn_dof import _certificate, _estimate
+
+    monkeypatch.setattr(
+        _certificate.LossCertificate,
+        "certified_rank",
+        lambda self, tol: int(0.4 * self.rank),
+    )
+    monkeypatch.setattr(
+        _certificate.LossCertificate, "resolved", property(lambda self: True)
+    )
+    monkeypatch.setattr(_estimate, "factor_d_eff", lambda chol, alpha: 0.0)
+    X, y = make_classification(
+        3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
+    )
+    lines = []
+    _estimate._certified_estimate(
+        KernelColumns(X, "rbf", {"gamma": 0.2}),
+        1.0,
+        0.01,
+        0,
+        SAMPLING_RULES["uniform"].estimate_rule(),
+        y if objective == "logistic" else y[:, None].astype(float),
+        True,
+        1000,
+        objective=objective,
+        progress=lines.append,
+        first=64,
+    )
+    rounds = [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
+    expected = [64, 100, 160, 256, 408, 1000] if objective == "logistic" else [64]
+    assert rounds == expected
