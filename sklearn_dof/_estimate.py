@@ -267,8 +267,8 @@ def _certified_estimate(
     :func:`~sklearn_dof._certificate.factor_d_eff`) unless the round after
     next would pass half of ``n``: there the certificate decides between
     the next round and the exact fit.  After a round that certifies a rank
-    ``q`` above half of it, the next grows to ``2 q`` only (``4 q`` for the
-    log-loss), not to twice the rank grown.  A round that would pass half of
+    ``q`` short of that plateau, the next grows to ``2 q`` only (``4 q`` for
+    the log-loss), not to twice the rank grown.  A round that would pass half of
     ``n`` goes to ``max_rank`` at once: there the fit with every row as a
     landmark, exact kernel ridge when ``max_rank = n``, costs about as much
     as the rounds it replaces.  When that round's factor is complete (the
