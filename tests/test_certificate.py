@@ -835,11 +835,19 @@ def test_uncertified_logistic_rounds_go_to_the_cap_a_round_early(
     # Nothing certified at r and the round after 2 r would be the cap: the
     # logistic rounds go to the cap at once (the squared loss's rounds,
     # cheaper, still take the round at 2 r).
-    from sklearn.datasets import make_classification
 
-    from sklearn_dof import _certificate, _estimate
+    from sklearn_dof import _certificate
 
     monkeypatch.setattr(_certificate, "_tail", lambda *args: np.inf)
+    rounds = _rounds_grown(objective, max_rank=500, first=150)
+    assert rounds == ([150, 500] if objective == "logistic" else [150, 300, 500])
+
+
+def _rounds_grown(objective, max_rank, first):
+    """The columns of each round of certified rounds on a two-class problem
+    (the loss ``objective`` on its labels)."""
+    from sklearn.datasets import make_classification
+
     X, y = make_classification(
         3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
     )
@@ -852,13 +860,12 @@ def test_uncertified_logistic_rounds_go_to_the_cap_a_round_early(
         SAMPLING_RULES["uniform"].estimate_rule(),
         y if objective == "logistic" else y[:, None].astype(float),
         True,
-        500,
+        max_rank,
         objective=objective,
         progress=lines.append,
-        first=150,
+        first=first,
     )
-    rounds = [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
-    assert rounds == ([150, 500] if objective == "logistic" else [150, 300, 500])
+    return [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
 
 
 def _binary_factor(n, step):
@@ -983,7 +990,6 @@ def test_logistic_rounds_stop_on_a_plateau_of_two_doublings(monkeypatch, objecti
     # A rank certified at 0.4 r is a plateau of one doubling: the squared
     # loss's rounds stop there; the log-loss's (which falls in steps) grow
     # to four times it, and go to the cap once the round after would.
-    from sklearn.datasets import make_classification
 
     from sklearn_dof import _certificate, _estimate
 
@@ -996,23 +1002,6 @@ def test_logistic_rounds_stop_on_a_plateau_of_two_doublings(monkeypatch, objecti
         _certificate.LossCertificate, "resolved", property(lambda self: True)
     )
     monkeypatch.setattr(_estimate, "factor_d_eff", lambda chol, alpha: 0.0)
-    X, y = make_classification(
-        3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
-    )
-    lines = []
-    _estimate._certified_estimate(
-        KernelColumns(X, "rbf", {"gamma": 0.2}),
-        1.0,
-        0.01,
-        0,
-        SAMPLING_RULES["uniform"].estimate_rule(),
-        y if objective == "logistic" else y[:, None].astype(float),
-        True,
-        1000,
-        objective=objective,
-        progress=lines.append,
-        first=64,
-    )
-    rounds = [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
+    rounds = _rounds_grown(objective, max_rank=1000, first=64)
     expected = [64, 100, 160, 256, 408, 1000] if objective == "logistic" else [64]
     assert rounds == expected
