@@ -16,7 +16,8 @@ where ``LOO_s`` averages the squared leave-one-out residuals over the rows
 that are not among the first ``s`` landmarks (see :class:`LossCertificate`),
 ``se_s`` is the standard error of the paired difference of the two means,
 and ``tau``, the tail, extrapolates the decrease of ``LOO`` over the last
-two doublings of the rank as a geometric series of doublings (zero once the
+doublings of the rank as a geometric series of doublings, whose ratio reads
+two doublings where one is quiet (:func:`_decrease_ratio`; zero once the
 rank is that of ``K``). The maximum over the larger ranks makes the
 certificate non-increasing along the nested ranks, so the smallest certified
 rank is a threshold, not a lucky dip. ``LOO`` at every rank of a grid costs
