@@ -380,7 +380,7 @@ def _certified_estimate(
         if objective == "logistic" and 2 * target > max_rank:
             # Nothing certified at r: the tail's geometric model asks for at
             # least 2 r columns (requested_rank), which a round of 2 r cannot
-            # certify (a certified rank needs a whole doubling above it).  A
+            # certify (a certified rank needs two doublings above it).  A
             # rank q certified short of its plateau: the round of 4 q shows
             # it or not, and then the cap follows.  Where the round after
             # that would be the cap, the cap at once: it costs less than the
