@@ -403,7 +403,7 @@ class _Problem:
             self._gram = self._nystroem_gram(self.basis.cholesky)
             return self._gram
         sums = self.features.factor
-        cholesky = getattr(self.features, "cholesky", None)
+        cholesky = self.features.cholesky
         if self.binary and sums is None and cholesky is not None:
             self._gram = self._nystroem_gram(cholesky)
             return self._gram
