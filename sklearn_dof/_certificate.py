@@ -69,6 +69,12 @@ _LEVERAGE_FLOOR = 1e-8
 # Floor of the error relative to the variance of the targets: on noise-free
 # targets a relative loss is of a vanishing error.
 _ERROR_FLOOR = 1e-6
+# Rows of the first uniform subsample whose leave-one-out losses a
+# two-class certificate reads (logistic_certificate), and the share of
+# loss_tol that their standard errors may take at the certified rank before
+# more rows are read (they fall as the square root of the rows).
+LOO_ROWS = 8192
+NOISE_SHARE = 0.25
 # Newton's stopping tolerance for the certificate's logistic fits (half the
 # squared Newton decrement per unit weight): the leave-one-out log-losses
 # need the optimum to a fraction of loss_tol, not to the caller's 1e-8.
@@ -123,6 +129,8 @@ class LossCertificate:
         The degrees of freedom of the factor's fit at rank ``r``,
         ``tr L (L + alpha I)^{-1}``, curvature-weighted for the logistic
         loss (:func:`logistic_certificate`), when the pass computed them.
+    rows_read : int
+        The rows whose leave-one-out losses the estimate averages.
     resolved : bool
         Whether the factor's ``L`` carries at most half a degree of freedom
         per column (``dof <= r / 2``; True without ``dof``): a certificate
@@ -135,6 +143,7 @@ class LossCertificate:
         self.leverage_bounds = None
         self.dof = None
         self.fit = None
+        self.rows_read = squares.shape[0]
         self.ranks = ranks
         self.errors = squares.mean(axis=0)
         self.complete = complete
@@ -348,98 +357,166 @@ def loo_curve(
     hessian : CurvatureFactor or None
         Only with ``hessian``.
     """
-    G = factor.factor
-    n, r = G.shape
-    y = np.asarray(response, dtype=np.float64)
-    if row_loss is None:
-        row_loss = _squares
-    if weights is None:
-        root = np.ones(n)
-        # A copy: it becomes R^{-1} below (the factor keeps its own).
-        gram = np.array(factor.gram(), dtype=np.float64)
-        total = float(n)
-    else:
-        root = np.sqrt(weights)
-        # G^T diag(w) G, by the blocks' weighted sums (no intercept: the
-        # centring follows, as for the factor's own Gram matrix).
-        # (A factor of no column, on constant data, has no sums to make.)
-        gram = np.zeros((0, 0))
-        if r:
-            blocks = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
-            gram = normal_equations(blocks, y, weights, False)[0]
-        total = float(weights.sum())
-    mean = np.zeros(r)
-    if center:
-        mean = (root**2 @ G) / total
-        y = y - (root**2 @ y) / total
-        # In place by blocks of rows: no r x r outer product beside it.
-        for start in range(0, r, _PANEL_COLUMNS):
-            stop = min(start + _PANEL_COLUMNS, r)
-            gram[start:stop] -= total * np.outer(mean[start:stop], mean)
-    # The scaled targets: their weighted mean is zero.
-    y = root[:, None] * y
-    leverage = root**2 / total if center else np.zeros(n)
-    ranks = np.unique(np.linspace(0, r, min(n_ranks, r) + 1).round().astype(int))
-    squares = np.empty((n, ranks.shape[0]))
-    everything = slice(0, n)
-    scale = np.maximum(1.0 - leverage, _LEVERAGE_FLOOR)
-    squares[:, 0] = row_loss(everything, (y / scale[:, None])[:, :, None])[:, 0]
-    row_scores = np.zeros(n) if scores else None
+    loo = LeaveOneOutPass(
+        factor, response, alpha, center, n_ranks, weights, row_loss, scores
+    )
+    squares, row_scores = loo.losses()
+    out = (loo.ranks, squares) + ((row_scores,) if scores else ())
+    return out + ((loo.hessian(),) if hessian else ())
 
-    def result(factor=None):
-        out = (ranks, squares) + ((row_scores,) if scores else ())
-        return out + ((factor,) if hessian else ())
 
-    if r == 0:
-        return result()
-    R_inv = _shifted_inverse_factor(gram, alpha, overwrite_gram=True)[0]
-    del gram
-    # (root G_c)^T y = (root G)^T y, y (scaled) having weighted mean zero.
-    u = R_inv @ (G.T.astype(np.float64, copy=False) @ (root[:, None] * y))
-    # Rank q's fit and leverages sum the first q columns of Z = G_c R^{-T}:
-    # with T the indicator of the grid's prefixes (T[j, g] = 1 for j below
-    # its g-th rank), the fits are G_c (R^{-T} diag(u) T) and the
-    # leverages (Z * Z) T, products rather than running sums over the
-    # columns of every block.
-    T = (np.arange(r)[:, None] < ranks[None, 1:]).astype(np.float64)
-    k = y.shape[1]
-    m = T.shape[1]
-    fit_map = np.concatenate([R_inv.T @ (u[:, t, None] * T) for t in range(k)], axis=1)
-    # R^{-1} m, for the uncentred scores: g_i = (g_i - m) + m.
-    v = R_inv @ mean
-    v_sq = float(v @ v)
+class LeaveOneOutPass:
+    """The factorisation of :func:`loo_curve`, then its pass over any rows.
 
-    def work(slices):
-        for rows in slices:
-            G_c = G[rows].astype(np.float64) - mean
-            if weights is not None:
-                G_c *= root[rows, None]
-            # R^{-T} is upper triangular: about half a full product's flops.
-            Z = _tiles.times_upper(G_c, R_inv.T)
-            if scores and weights is None:
-                Zv = Z @ v
-            np.multiply(Z, Z, out=Z)
-            leverages = leverage[rows, None] + Z @ T
-            if scores:
-                centred = leverages[:, -1] - leverage[rows]
-                if weights is not None:
-                    row_scores[rows] = centred
-                else:
-                    # ||R^{-1} g_i||^2, less the rank-one term of n m m^T.
-                    cross = Zv + v_sq
-                    row_scores[rows] = (
-                        centred + 2.0 * Zv + v_sq - n * cross**2 / (1.0 + n * v_sq)
-                    )
-            fitted = (G_c @ fit_map).reshape(-1, k, m)
-            scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
-            residuals = (y[rows, :, None] - fitted) / scale[:, None, :]
-            squares[rows, 1:] = row_loss(rows, residuals)
+    The ``O(r^3)`` factorisation and the weighted Gram matrix read every
+    row; the pass that follows (``O(r^2)`` per row) gives each row's
+    leave-one-out losses on its own, so a mean over a uniform subsample of
+    the rows, with its standard error, costs that subsample's share of the
+    pass (:func:`logistic_certificate`).  Parameters as :func:`loo_curve`'s.
 
-    # Blocks of 8 MiB: their temporaries stay in cache and the allocator
-    # reuses them from block to block (fresh pages cost more to first touch
-    # than the products take).
-    for_row_blocks(work, n, r, max_block_bytes=_BLOCK_BYTES)
-    return result(CurvatureFactor(R_inv, mean, total, n) if hessian else None)
+    Attributes
+    ----------
+    ranks : ndarray of int
+        ``0`` and the grid, ending at ``r``.
+    dof : float
+        ``tr (H - s I) H^{-1} = r - s ||R^{-1}||_F^2`` with the (weighted,
+        centred) ``H = G^T W G + s I = R R^T``: the sum of the scores that
+        :meth:`losses` returns with ``scores``, over every row, from the
+        factorisation alone.
+    """
+
+    def __init__(
+        self,
+        factor,
+        response,
+        alpha,
+        center=True,
+        n_ranks=64,
+        weights=None,
+        row_loss=None,
+        scores=False,
+    ):
+        G = factor.factor
+        n, r = G.shape
+        y = np.asarray(response, dtype=np.float64)
+        self.row_loss = _squares if row_loss is None else row_loss
+        self.weighted = weights is not None
+        self.scores = scores
+        if weights is None:
+            root = np.ones(n)
+            # A copy: it becomes R^{-1} below (the factor keeps its own).
+            gram = np.array(factor.gram(), dtype=np.float64)
+            total = float(n)
+        else:
+            root = np.sqrt(weights)
+            # G^T diag(w) G, by the blocks' weighted sums (no intercept: the
+            # centring follows, as for the factor's own Gram matrix).
+            # (A factor of no column, on constant data, has no sums to make.)
+            gram = np.zeros((0, 0))
+            if r:
+                blocks = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
+                gram = normal_equations(blocks, y, weights, False)[0]
+            total = float(weights.sum())
+        mean = np.zeros(r)
+        if center:
+            mean = (root**2 @ G) / total
+            y = y - (root**2 @ y) / total
+            # In place by blocks of rows: no r x r outer product beside it.
+            for start in range(0, r, _PANEL_COLUMNS):
+                stop = min(start + _PANEL_COLUMNS, r)
+                gram[start:stop] -= total * np.outer(mean[start:stop], mean)
+        # The scaled targets: their weighted mean is zero.
+        y = root[:, None] * y
+        self.G, self.y, self.root, self.mean, self.total = G, y, root, mean, total
+        self.leverage = root**2 / total if center else np.zeros(n)
+        self.ranks = np.unique(
+            np.linspace(0, r, min(n_ranks, r) + 1).round().astype(int)
+        )
+        self.R_inv = None
+        self.dof = 0.0
+        if r == 0:
+            return
+        R_inv, shift = _shifted_inverse_factor(gram, alpha, overwrite_gram=True)
+        del gram
+        self.R_inv = R_inv
+        self.dof = float(r - shift * np.einsum("ij,ij->", R_inv, R_inv))
+        # (root G_c)^T y = (root G)^T y, y (scaled) having weighted mean zero.
+        u = R_inv @ (G.T.astype(np.float64, copy=False) @ (root[:, None] * y))
+        # Rank q's fit and leverages sum the first q columns of Z = G_c R^{-T}:
+        # with T the indicator of the grid's prefixes (T[j, g] = 1 for j below
+        # its g-th rank), the fits are G_c (R^{-T} diag(u) T) and the
+        # leverages (Z * Z) T, products rather than running sums over the
+        # columns of every block.
+        self.T = (np.arange(r)[:, None] < self.ranks[None, 1:]).astype(np.float64)
+        self.fit_map = np.concatenate(
+            [R_inv.T @ (u[:, t, None] * self.T) for t in range(y.shape[1])], axis=1
+        )
+        # R^{-1} m, for the uncentred scores: g_i = (g_i - m) + m.
+        self.v = R_inv @ mean
+        self.v_sq = float(self.v @ self.v)
+
+    def hessian(self):
+        """The factor of the weighted ridge's Hessian, a
+        :class:`~sklearn_dof._newton.CurvatureFactor` (None without
+        columns)."""
+        if self.R_inv is None:
+            return None
+        return CurvatureFactor(self.R_inv, self.mean, self.total, self.G.shape[0])
+
+    def losses(self, rows=None):
+        """The leave-one-out losses of ``rows`` (indices; None: every row)
+        at each rank, of shape ``(len(rows), len(ranks))``, and their scores
+        at rank ``r`` (None without ``scores``)."""
+        G, y, root, mean, leverage = self.G, self.y, self.root, self.mean, self.leverage
+        n, r = G.shape
+        index = np.arange(n) if rows is None else np.asarray(rows, dtype=np.intp)
+        m = index.shape[0]
+        squares = np.empty((m, self.ranks.shape[0]))
+        scale = np.maximum(1.0 - leverage[index], _LEVERAGE_FLOOR)
+        squares[:, 0] = self.row_loss(index, (y[index] / scale[:, None])[:, :, None])[
+            :, 0
+        ]
+        row_scores = np.zeros(m) if self.scores else None
+        if r == 0:
+            return squares, row_scores
+        R_inv, T, fit_map, v, v_sq = self.R_inv, self.T, self.fit_map, self.v, self.v_sq
+        k, width = y.shape[1], T.shape[1]
+        weighted, scores, row_loss = self.weighted, self.scores, self.row_loss
+        every_row = rows is None
+
+        def work(slices):
+            for block in slices:
+                # A slice of the factor is a view; a subsample's rows a copy.
+                at = block if every_row else index[block]
+                G_c = G[at].astype(np.float64) - mean
+                if weighted:
+                    G_c *= root[at, None]
+                # R^{-T} is upper triangular: about half a full product's flops.
+                Z = _tiles.times_upper(G_c, R_inv.T)
+                if scores and not weighted:
+                    Zv = Z @ v
+                np.multiply(Z, Z, out=Z)
+                leverages = leverage[at, None] + Z @ T
+                if scores:
+                    centred = leverages[:, -1] - leverage[at]
+                    if weighted:
+                        row_scores[block] = centred
+                    else:
+                        # ||R^{-1} g_i||^2, less the rank-one term of n m m^T.
+                        cross = Zv + v_sq
+                        row_scores[block] = (
+                            centred + 2.0 * Zv + v_sq - n * cross**2 / (1.0 + n * v_sq)
+                        )
+                fitted = (G_c @ fit_map).reshape(-1, k, width)
+                scale = np.maximum(1.0 - leverages, _LEVERAGE_FLOOR)
+                residuals = (y[at, :, None] - fitted) / scale[:, None, :]
+                squares[block, 1:] = row_loss(at, residuals)
+
+        # Blocks of 8 MiB: their temporaries stay in cache and the allocator
+        # reuses them from block to block (fresh pages cost more to first touch
+        # than the products take).
+        for_row_blocks(work, m, r, max_block_bytes=_BLOCK_BYTES)
+        return squares, row_scores
 
 
 def _shifted_inverse_factor(gram, alpha, overwrite_gram=False):
@@ -541,19 +618,23 @@ def loss_certificate(factor, response, alpha, center=True):
     return certificate
 
 
-def _certificate_of(factor, ranks, losses, floor):
+def _certificate_of(factor, ranks, losses, floor, rows=None):
     """The :class:`LossCertificate` of per-row leave-one-out losses on the
-    factor's prefix ranks."""
-    position = np.full(losses.shape[0], factor.rank)
+    factor's prefix ranks (of ``rows``, None: every row)."""
+    position = np.full(factor.factor.shape[0], factor.rank)
     columns = np.asarray(factor.column_pivots, dtype=np.intp)
     known = columns >= 0  # columns mixing pivots name no row
     position[columns[known]] = np.flatnonzero(known)
+    if rows is not None:
+        position = position[rows]
     return LossCertificate(
         ranks, losses, position, complete=factor.complete, floor=floor
     )
 
 
-def logistic_certificate(factor, labels, alpha, center=True, start=None):
+def logistic_certificate(
+    factor, labels, alpha, center=True, start=None, loss_tol=None, row_order=None
+):
     r"""The :class:`LossCertificate` of the binomial log-loss of logistic
     regression on a partial Cholesky factor's columns.
 
@@ -587,6 +668,16 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
         factor's columns are nested, and the fit of half the columns is
         close to the optimum (on a9a, three steps per round instead of
         seven).
+    loss_tol : float, default=None
+        The tolerance the caller certifies: with ``row_order``, the
+        leave-one-out losses are read on as many rows as their standard
+        errors need at the rank certified (at most
+        :data:`NOISE_SHARE` of ``loss_tol``), not on all of them.
+    row_order : ndarray of shape (n,), default=None
+        A uniformly random order of the rows, whose prefixes are the
+        subsamples read: first :data:`LOO_ROWS`, then as many as the
+        standard errors ask for (they fall as the square root of the rows).
+        None: every row.
 
     Returns
     -------
@@ -644,27 +735,41 @@ def logistic_certificate(factor, labels, alpha, center=True, start=None):
         eta_out = z[rows, None] - residuals[:, 0, :] / root[rows, None]
         return np.logaddexp(0.0, -sign[rows, None] * eta_out)
 
+    loo = LeaveOneOutPass(
+        factor, z[:, None], alpha, center, weights=curvature, row_loss=log_losses
+    )
+    floor = _ERROR_FLOOR * math.log(2.0)
+    n = G.shape[0]
+    read = n if row_order is None or loss_tol is None else min(n, LOO_ROWS)
+    rows = None if read == n else np.sort(row_order[:read])
+    losses = loo.losses(rows)[0]
+    certificate = _certificate_of(factor, loo.ranks, losses, floor, rows)
+    while rows is not None:
+        # The rows decide a certified rank only through its standard errors
+        # (none certified: the loss at rank r is the tail, from the means):
+        # as many more rows as bring them within their share of loss_tol.
+        certified = certificate.certified_rank(loss_tol)
+        allowed = NOISE_SHARE * loss_tol
+        if certified is None or certificate.noise_at(certified) <= allowed:
+            break
+        needed = read * (certificate.noise_at(certified) / allowed) ** 2
+        more = min(n, max(2 * read, math.ceil(needed)))
+        extra = np.sort(row_order[read:more])
+        losses = np.concatenate([losses, loo.losses(extra)[0]])
+        rows = np.concatenate([rows, extra])
+        read = more
+        if read == n:
+            losses, rows = losses[np.argsort(rows)], None
+        certificate = _certificate_of(factor, loo.ranks, losses, floor, rows)
+    # The d.o.f. of the weighted ridge: the curvatures are what the logistic
+    # loss resolves its directions by (at most 1/4 of the kernel's scale).
+    certificate.dof = loo.dof
     # The fit's Hessian, factored for the leave-one-out pass: the
     # preconditioner of the caller's fit from this one, where it fits the
     # budget of the solver's own (a9a at 3,854 columns: one Newton step of
     # 3 CG products instead of forming an n r^2 Hessian).
     keep_hessian = 8 * G.shape[1] ** 2 <= DEFAULT_MAX_HESSIAN_BYTES
-    ranks, losses, scores, *kept = loo_curve(
-        factor,
-        z[:, None],
-        alpha,
-        center,
-        weights=curvature,
-        row_loss=log_losses,
-        scores=True,
-        hessian=keep_hessian,
-    )
-    hessian = kept[0] if keep_hessian else None
-    certificate = _certificate_of(factor, ranks, losses, _ERROR_FLOOR * math.log(2.0))
-    # The d.o.f. of the weighted ridge: the curvatures are what the logistic
-    # loss resolves its directions by (at most 1/4 of the kernel's scale).
-    certificate.dof = float(scores.sum())
-    certificate.fit = fit._replace(hessian=hessian)
+    certificate.fit = fit._replace(hessian=loo.hessian() if keep_hessian else None)
     return certificate
 
 

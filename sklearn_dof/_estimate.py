@@ -11,6 +11,7 @@ automatic rank.
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_array
 
@@ -300,6 +301,13 @@ def _certified_estimate(
     chol = partial_cholesky_of(access)
     grow = rule.growth(chol, n, random_state, alpha)
     chol.reserve(max_rank)  # address space: only written columns count
+    row_order = None
+    if objective == "logistic":
+        # The order in which the certificates read the rows' leave-one-out
+        # losses, uniformly random: the reverse of a permutation drawn as
+        # the uniform rule draws its landmarks', so that with an int seed
+        # its first rows are the ones that rule pivots last (no landmark).
+        row_order = check_random_state(random_state).permutation(n)[::-1]
     p = _first_round(max_rank, n) if first is None else min(first, max_rank)
     chosen_on = 0  # the columns the penalty was chosen on
     span = 2 ** _PLATEAU_DOUBLINGS[objective]
@@ -352,7 +360,13 @@ def _certified_estimate(
                 # instead of seven on a9a (the same certificate).
                 start = None if certificate is None else certificate.fit
                 certificate = logistic_certificate(
-                    chol, response, alpha, center, start=start
+                    chol,
+                    response,
+                    alpha,
+                    center,
+                    start=start,
+                    loss_tol=loss_tol,
+                    row_order=row_order,
                 )
             else:
                 certificate = loss_certificate(chol, response, alpha, center)
@@ -361,7 +375,7 @@ def _certified_estimate(
             plateau = certified is not None and span * certified <= certificate.rank
             if unresolved and plateau:
                 certified, plateau = None, False
-            progress(_round_line(rounds, chol.rank, certificate, certified, alpha))
+            progress(_round_line(rounds, chol.rank, certificate, certified, alpha, n))
             if certificate.complete or plateau:
                 break
             if last:
@@ -412,13 +426,15 @@ def _certified_estimate(
     return dof, chol, grow, certificate, alpha
 
 
-def _round_line(rounds, columns, certificate, certified, alpha):
-    """The progress line of a certified round."""
+def _round_line(rounds, columns, certificate, certified, alpha, n):
+    """The progress line of a certified round (of ``n`` rows)."""
     loss = float(certificate.loss(certificate.rank))
     line = (
         f"round {rounds}: {columns} columns at penalty {alpha:.3g}, "
         f"estimated loss {loss:.3g} at {certificate.rank}"
     )
+    if certificate.rows_read < n:
+        line = f"{line} (leave-one-out of {certificate.rows_read} rows)"
     if certified is not None:
         return f"{line}, certified rank {certified}"
     return f"{line}, no rank certified yet"

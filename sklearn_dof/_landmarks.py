@@ -12,6 +12,7 @@ import numpy as np
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from . import _dask
+from ._certificate import NOISE_SHARE
 from ._estimate import _EXACT_FRACTION, _certified_estimate, _estimate_from_access
 from ._landmark_block import PLAIN_FIT
 from ._progress import SILENT
@@ -26,9 +27,6 @@ FACTOR_BUDGET_BYTES = 2**30
 # column of a subsample's factor (see _certified_landmarks).
 MIN_CERTIFICATE_ROWS = 8192
 _ROWS_PER_COLUMN = 2
-# Share of loss_tol that the standard errors may take at the certified rank
-# of a subsample before more rows are read (see _rows_needed).
-_NOISE_SHARE = 0.25
 # Memory of the kernel matrix K (float64, n x n) up to which a certified rank
 # may grow past DEFAULT_MAX_COMPONENTS and end, past half of the rows, in
 # exact kernel ridge, when the estimator fits it and max_components is left
@@ -358,7 +356,7 @@ def _rows_needed(certificate, loss_tol, rows, capped):
     They do not where the rounds stopped on their ``capped`` subsample's
     cap rather than on a whole doubling within ``loss_tol`` (the rows bound
     the rank), nor where the certified rank owes more than
-    :data:`_NOISE_SHARE` of ``loss_tol`` to the standard errors of the
+    :data:`NOISE_SHARE` of ``loss_tol`` to the standard errors of the
     leave-one-out means: the rows, not the kernel, would then decide the
     rank.  Standard errors fall as the square root of the rows, so that
     share asks for ``rows (noise / (share tol))^2`` rows.
@@ -372,7 +370,7 @@ def _rows_needed(certificate, loss_tol, rows, capped):
         return None, None
     certified = certificate.certified_rank(loss_tol)
     noise = certificate.noise_at(certified)
-    allowed = _NOISE_SHARE * loss_tol
+    allowed = NOISE_SHARE * loss_tol
     if noise <= allowed:
         return None, None
     reason = f"standard errors of {noise:.2g} at rank {certified}, above {allowed:.2g}"
@@ -390,7 +388,7 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     those rounds stop on their cap, not on a whole doubling within
     ``loss_tol``, they start again on twice the rows, from the columns
     reached; where the standard errors take more than
-    :data:`_NOISE_SHARE` of ``loss_tol`` at the certified rank, on as many
+    :data:`NOISE_SHARE` of ``loss_tol`` at the certified rank, on as many
     rows as bring them within it (:func:`_rows_needed`).  The last rows
     are all of them, or, where the factor of ``rows x max_rank`` numbers
     would pass :data:`FACTOR_BUDGET_BYTES`, the subsample that fits it.  On

@@ -449,7 +449,7 @@ def test_standard_errors_fall_with_the_rows_and_ask_for_them():
     tol = 0.05
     q = small.certified_rank(tol)
     noise = small.noise_at(q)
-    allowed = _landmarks._NOISE_SHARE * tol
+    allowed = _certificate.NOISE_SHARE * tol
     needed, reason = _landmarks._rows_needed(small, tol, n, capped=True)
     if noise <= allowed:
         assert needed is None and reason is None
@@ -1005,3 +1005,59 @@ def test_logistic_rounds_stop_on_a_plateau_of_two_doublings(monkeypatch, objecti
     rounds = _rounds_grown(objective, max_rank=1000, first=64)
     expected = [64, 100, 160, 256, 408, 1000] if objective == "logistic" else [64]
     assert rounds == expected
+
+
+@pytest.mark.parametrize("center", [True, False])
+def test_leave_one_out_pass_of_some_rows_is_those_rows_of_the_whole(center):
+    # The pass over a subsample of rows gives those rows' losses and scores
+    # of the pass over every row, and the weighted ridge's degrees of
+    # freedom from the factorisation alone are the sum of every row's
+    # scores.
+    labels, chol = _binary_factor(600, 12)
+    rng = np.random.RandomState(2)
+    weights = rng.uniform(0.05, 0.25, 600)
+    loo = _certificate.LeaveOneOutPass(
+        chol, labels[:, None].astype(float), 0.3, center, weights=weights, scores=True
+    )
+    squares, scores = loo.losses()
+    rows = np.sort(rng.choice(600, 137, replace=False))
+    some_squares, some_scores = loo.losses(rows)
+    np.testing.assert_allclose(some_squares, squares[rows], rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(some_scores, scores[rows], rtol=1e-10, atol=1e-15)
+    np.testing.assert_allclose(loo.dof, scores.sum(), rtol=1e-10)
+
+
+def test_logistic_certificate_reads_the_rows_its_standard_errors_need(monkeypatch):
+    # With an order of the rows, the certificate reads its first LOO_ROWS
+    # and then more while the standard errors at the rank certified take
+    # more than NOISE_SHARE of loss_tol; read to the end, it is the
+    # certificate of every row.
+    labels, chol = _binary_factor(3000, 30)
+    order = np.random.RandomState(5).permutation(3000)
+    alpha, tol = 1.0, 0.02
+    whole = _certificate.logistic_certificate(chol, labels, alpha)
+    assert whole.rows_read == 3000
+    certified = whole.certified_rank(tol)
+    assert certified is not None
+    monkeypatch.setattr(_certificate, "LOO_ROWS", 300)
+    loose = _certificate.logistic_certificate(
+        chol, labels, alpha, loss_tol=10.0, row_order=order
+    )
+    assert loose.rows_read == 300
+    # A tenth of the rows: standard errors about three times as large.
+    quarter = whole.rank // 4
+    assert loose.noise_at(quarter) > 2 * whole.noise_at(quarter)
+    read = _certificate.logistic_certificate(
+        chol, labels, alpha, loss_tol=tol, row_order=order
+    )
+    assert 300 < read.rows_read
+    share = _certificate.NOISE_SHARE * tol
+    rank = read.certified_rank(tol)
+    assert read.rows_read == 3000 or read.noise_at(rank) <= share
+    monkeypatch.setattr(_certificate, "NOISE_SHARE", 1e-9)
+    every = _certificate.logistic_certificate(
+        chol, labels, alpha, loss_tol=tol, row_order=order
+    )
+    assert every.rows_read == 3000
+    np.testing.assert_allclose(every.losses, whole.losses, rtol=1e-12)
+    np.testing.assert_allclose(every.errors, whole.errors, rtol=1e-12)
