@@ -783,6 +783,7 @@ def test_extended_factor_is_the_factor_of_every_row_on_the_same_pivots(
     every.add(landmarks)
     assert full.rank == 60 and full.column_pivots == landmarks.tolist()
     np.testing.assert_allclose(full.factor, every.factor, atol=1e-8)
+    assert full.factor.flags.c_contiguous  # the fit reads blocks of rows
     np.testing.assert_array_equal(full.factor[rows], sub.factor[:, :60])
     np.testing.assert_allclose(full.residual, every.residual, atol=1e-8)
     G = full.factor

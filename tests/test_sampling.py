@@ -99,6 +99,10 @@ def test_factor_in_small_pages_is_the_same(monkeypatch):
     G = _address_space(700, 40, np.float64)
     assert G.flags.f_contiguous and G.flags.writeable and G.shape == (700, 40)
     assert not isinstance(G.base, np.ndarray)  # the mapping itself
+    # Row-major where asked (the extended factor's rows, read by blocks).
+    rows = _address_space(700, 40, np.float64, order="C")
+    assert rows.flags.c_contiguous and rows.flags.writeable
+    assert not isinstance(rows.base, np.ndarray)
     result = pivoted_cholesky(rbf_kernel(X), 40)
     for a, b in zip(result, expected, strict=True):
         np.testing.assert_array_equal(a, b)
