@@ -25,7 +25,12 @@ from ._certificate import (
     loss_certificate,
     penalty_errors,
 )
-from ._dof import _averaged_dof, _dof_from_factor, _unclipped_d_eff
+from ._dof import (
+    _averaged_dof,
+    _dof_from_factor,
+    _unclipped_d_eff,
+    _uniform_landmark_dof,
+)
 from ._kernels import KernelColumns, get_kernel_params
 from ._progress import SILENT
 from ._samplers import (
@@ -315,7 +320,7 @@ def _certified_estimate(
     certificate = None
     rounds = 0
     while True:
-        before = len(chol.pivots)
+        before, columns_before = len(chol.pivots), chol.rank
         grow(p)
         rounds += 1
         if penalties is not None and min(chol.rank, _PENALTY_RANK) > chosen_on:
@@ -367,6 +372,7 @@ def _certified_estimate(
                     start=start,
                     loss_tol=loss_tol,
                     row_order=row_order,
+                    uniform=rule.uniform_sample,
                 )
             else:
                 certificate = loss_certificate(chol, response, alpha, center)
@@ -382,9 +388,17 @@ def _certified_estimate(
                 break  # the cap, or no more rank for the rule to add
         # A rank q certified short of its plateau: the next round grows to
         # the least rank that can show it (squared loss: 600 certified at
-        # 1,024 columns, 1,200 next, not 2,048); none certified: twice the
-        # rank.
-        target = max(span * certified, p + 1) if certified is not None else 2 * p
+        # 1,024 columns, 1,200 next, not 2,048), beside the pivots that added
+        # no column (their residual vanished); none certified, or no column
+        # added by this round's pivots: twice the pivots.  (Where the
+        # kernel's numerical rank is within reach, the columns stay short
+        # of that least rank, and growing towards it pivot by pivot took
+        # 590 rounds, each with its certificate: 7.7 s on 1,500 rows of a
+        # two-dimensional Gaussian kernel.)
+        if certified is not None and chol.rank > columns_before:
+            target = max(span * certified + len(chol.pivots) - chol.rank, p + 1)
+        else:
+            target = 2 * p
         if 2 * target > _EXACT_FRACTION * n and unresolved and certified is None:
             # The spectrum of L not resolved down to the penalty: the rank
             # will double again before a doubling can be certified, so the
@@ -406,7 +420,7 @@ def _certified_estimate(
         if p >= n:
             # The scores' bounds from this factor, of at most n / 2 columns
             # (lower bounds still: L grows with its columns).
-            dof = _certified_dof(chol, alpha, n, rule, certificate)
+            dof = _certified_dof(chol, alpha, n, rule, certificate, access)
             if every_row_exact and objective == "squared":
                 certificate = LossCertificate.exact_method(n, n)
                 progress(
@@ -415,14 +429,15 @@ def _certified_estimate(
                 )
                 break
     if not certificate.exact:
-        dof = _certified_dof(chol, alpha, n, rule, certificate)
-    # d_ave from the spectrum of the first landmarks' Gram matrix (numpy's
-    # LAPACK, see loo_curve): the top of the spectrum, which d_ave sums,
-    # without an O(r^3) eigendecomposition of a factor near n.
-    head = min(chol.rank, _SPECTRUM_RANK)
-    gram = np.asarray(chol.gram())[:head, :head]
-    spectrum = np.linalg.eigvalsh(gram) if head else np.zeros(0)
-    dof.d_ave = float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
+        dof = _certified_dof(chol, alpha, n, rule, certificate, access)
+    if not isinstance(dof, _LandmarkDoF):
+        # d_ave from the spectrum of the first landmarks' Gram matrix (numpy's
+        # LAPACK, see loo_curve): the top of the spectrum, which d_ave sums,
+        # without an O(r^3) eigendecomposition of a factor near n.
+        head = min(chol.rank, _SPECTRUM_RANK)
+        gram = np.asarray(chol.gram())[:head, :head]
+        spectrum = np.linalg.eigvalsh(gram) if head else np.zeros(0)
+        dof.d_ave = float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
     return dof, chol, grow, certificate, alpha
 
 
@@ -440,7 +455,7 @@ def _round_line(rounds, columns, certificate, certified, alpha, n):
     return f"{line}, no rank certified yet"
 
 
-def _certified_dof(chol, alpha, n, rule, certificate):
+def _certified_dof(chol, alpha, n, rule, certificate, access):
     """The lower bounds of the scores of the factor that ``certificate`` was
     computed on, from its leave-one-out pass when that pass made them (a
     pass of their own after a round that made no certificate, None).
@@ -449,8 +464,16 @@ def _certified_dof(chol, alpha, n, rule, certificate):
     its scores are no bounds of ``K``'s: there the degrees of freedom come
     from the factor's pivot rows (:class:`_PivotRowDoF`), ``O(r^3)``, as a
     fit at a given rank takes them from its landmarks, not from a pass of
-    ``n r^2`` over the rows (11 of a9a's 71 s at 3,854 columns)."""
+    ``n r^2`` over the rows (11 of a9a's 71 s at 3,854 columns).  Pivots
+    that are a uniform sample of the rows give them as an int fit on those
+    landmarks would (:func:`~sklearn_dof._dof._uniform_landmark_dof`, from
+    ``K(I, I)``), without the factor's Gram matrix, which those rounds
+    never form (:func:`~sklearn_dof._certificate.logistic_certificate`)."""
     if certificate is not None and certificate.fit is not None:
+        if rule.uniform_sample and chol.rank:
+            dof = _LandmarkDoF(chol, alpha, n, access)
+            if dof.d_max is not None:
+                return dof
         return _PivotRowDoF(chol, alpha, n)
     return _dof_from_factor(
         chol,
@@ -505,6 +528,25 @@ class _DEff:
 
 # Pivot rows scored at a time by _PivotRowDoF.
 _PIVOT_ROW_CHUNK = 1024
+
+
+class _LandmarkDoF:
+    """``d_max``, ``d_eff``, ``d_ave`` and the columns of the ``r`` uniform
+    pivots of a factor, as an int fit on them reports them: from ``A = (n /
+    r) K(I, I)`` (:func:`~sklearn_dof._dof._uniform_landmark_dof`, ``r^3``
+    flops), ``d_max`` None where ``A + alpha I`` has no Cholesky factor or
+    a column mixes pivots.  The pivots are those behind the factor's columns
+    (a pivot whose residual vanished adds none)."""
+
+    def __init__(self, chol, alpha, n, access):
+        self.n_columns = len(chol.pivots)
+        pivots = np.asarray(chol.column_pivots[: chol.rank], dtype=np.intp)
+        dof = None
+        if (pivots >= 0).all():
+            dof = _uniform_landmark_dof(access.landmark_gram(pivots), alpha, n)
+        if dof is None:
+            dof = (None, None, np.nan)
+        self.d_max, self.d_eff, self.d_ave = dof
 
 
 class _PivotRowDoF:

@@ -230,6 +230,11 @@ class PartialCholesky:
             return True
         return float(self.residual.max(initial=0.0)) <= self.rtol * self._scale
 
+    @property
+    def gram_rank(self):
+        """The columns whose Gram matrix :meth:`gram` has computed."""
+        return 0 if self._gram is None else self._gram.shape[0]
+
     def gram(self):
         """``G^T G`` in float64, computed once per rank (the stopping rule
         and the final estimate of a round both need it).
@@ -506,7 +511,13 @@ def extended_factor(chol, rows, columns, access):
     # the first touch of fresh huge pages being the difference.
     G = _address_space(n, p, chol.factor.dtype, order="C")
     G[rows] = chol.factor[:, :p]
-    gram = np.array(chol.gram()[:p, :p], dtype=np.float64)
+    # The Gram matrix only where the rounds formed the subsample's (the
+    # squared loss's rounds read it): its new rows' part then costs less
+    # than the whole one later.  Else it waits for a caller (two-class
+    # rounds of uniform pivots form none, and their final fit takes the
+    # certificate's Hessian).
+    known = chol.gram_rank >= p
+    gram = np.array(chol.gram()[:p, :p], dtype=np.float64) if known else None
     points = access.rows(landmarks)
     # By chunks of the factor's budget share: no n x p temporary beside
     # the subsample's factor and the one being filled.
@@ -522,7 +533,8 @@ def extended_factor(chol, rows, columns, access):
             dtype=G.dtype,
             upper=True,
         )
-        gram += _tiles.gram(block)
+        if known:
+            gram += _tiles.gram(block)
         G[unseen_rows] = block
     return PartialCholesky.from_factor(
         access.columns, access.diagonal(), G, landmarks, gram=gram

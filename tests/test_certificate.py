@@ -1062,3 +1062,53 @@ def test_logistic_certificate_reads_the_rows_its_standard_errors_need(monkeypatc
     assert every.rows_read == 3000
     np.testing.assert_allclose(every.losses, whole.losses, rtol=1e-12)
     np.testing.assert_allclose(every.errors, whole.errors, rtol=1e-12)
+
+
+def test_uniform_two_class_rounds_report_the_dof_of_an_int_fit_on_their_pivots(
+    monkeypatch,
+):
+    # Two-class rounds of uniform pivots form no Gram matrix of the factor
+    # (Newton-CG preconditioned by the pivot rows, the degrees of freedom
+    # from K(I, I)): they report the degrees of freedom that an int fit on
+    # the grown factor's landmarks, the same uniform draw, reports.
+    from sklearn_dof import DoFKernelLogisticRegression, _sampling
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(1500, 5)  # no pivot of a numerically dependent block
+    labels = (X[:, 0] + np.sin(3 * X[:, 1]) + 0.5 * rng.randn(1500) > 0).astype(int)
+    calls = []
+    gram = _sampling.PartialCholesky.gram
+
+    def counted(self):
+        calls.append(self.rank)
+        return gram(self)
+
+    monkeypatch.setattr(_sampling.PartialCholesky, "gram", counted)
+    params = dict(alpha=1.0, gamma=0.1, random_state=0)
+    auto = DoFKernelLogisticRegression(**params).fit(X, labels)
+    assert calls == []
+    grown = auto.nystroem_._dof[3]
+    assert auto.n_components_ < grown
+    fixed = DoFKernelLogisticRegression(n_components=grown, **params).fit(X, labels)
+    for name in ("dof_", "effective_dof_", "averaged_dof_"):
+        reported = getattr(auto.nystroem_, name)
+        np.testing.assert_allclose(reported, getattr(fixed.nystroem_, name), rtol=1e-8)
+
+
+def test_rounds_near_the_kernels_numerical_rank_double_their_pivots(capsys):
+    # On two-dimensional points a Gaussian kernel's numerical rank is a few
+    # hundred: past it most pivots add no column.  A two-class round
+    # certifying q short of its plateau (4 q columns) grows the pivots by
+    # what the columns lack plus the pivots that added none, and doubles
+    # them after a round that added no column, not one pivot a round (590
+    # rounds, each with its certificate, before).
+    from sklearn_dof import DoFKernelLogisticRegression
+
+    labels, _ = _binary_factor(1500, 10)
+    X = np.random.RandomState(0).randn(1500, 2)  # _binary_factor's points
+    clf = DoFKernelLogisticRegression(alpha=1.0, gamma=0.5, random_state=0, verbose=1)
+    clf.fit(X, labels)
+    lines = capsys.readouterr().out.splitlines()
+    rounds = [line for line in lines if " round " in line]
+    assert len(rounds) <= 20
+    assert clf.nystroem_.loss_estimate_ <= 0.01
