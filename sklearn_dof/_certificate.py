@@ -380,9 +380,11 @@ class LeaveOneOutPass:
         ``0`` and the grid, ending at ``r``.
     dof : float
         ``tr (H - s I) H^{-1} = r - s ||R^{-1}||_F^2`` with the (weighted,
-        centred) ``H = G^T W G + s I = R R^T``: the sum of the scores that
-        :meth:`losses` returns with ``scores``, over every row, from the
-        factorisation alone.
+        centred) ``H = G^T W G + s I = R R^T``: the degrees of freedom of
+        the (weighted) ridge, from the factorisation alone.  With
+        ``weights`` it is the sum over every row of the scores that
+        :meth:`losses` returns with ``scores`` (without, those are the
+        uncentred factor's).
     """
 
     def __init__(
