@@ -474,10 +474,10 @@ class LeaveOneOutPass:
         index = np.arange(n) if rows is None else np.asarray(rows, dtype=np.intp)
         m = index.shape[0]
         squares = np.empty((m, self.ranks.shape[0]))
+        # Rank 0: the intercept alone (nothing without it), its leverages.
         scale = np.maximum(1.0 - leverage[index], _LEVERAGE_FLOOR)
-        squares[:, 0] = self.row_loss(index, (y[index] / scale[:, None])[:, :, None])[
-            :, 0
-        ]
+        intercept_only = (y[index] / scale[:, None])[:, :, None]
+        squares[:, 0] = self.row_loss(index, intercept_only)[:, 0]
         row_scores = np.zeros(m) if self.scores else None
         if r == 0:
             return squares, row_scores
