@@ -1,5 +1,5 @@
 r"""The loss certificate of a nested Nystroem approximation (squared loss;
-the binomial log-loss in :func:`logistic_certificate`).
+the binomial and multinomial log-losses in :func:`logistic_certificate`).
 
 How much prediction accuracy does rank ``q`` give up against exact kernel
 ridge regression at the same penalty?  The certificate answers with the
@@ -41,7 +41,7 @@ doc/design/automatic_rank.rst, "Why this estimate"):
 import math
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, logsumexp, softmax
 
 from . import _tiles
 from ._blocks import FeatureBlocks, for_row_blocks, normal_equations
@@ -654,8 +654,9 @@ def logistic_certificate(
     row_order=None,
     uniform=False,
 ):
-    r"""The :class:`LossCertificate` of the binomial log-loss of logistic
-    regression on a partial Cholesky factor's columns.
+    r"""The :class:`LossCertificate` of the log-loss of logistic regression
+    on a partial Cholesky factor's columns: binomial, or multinomial for
+    ``labels`` that indicate more than two classes.
 
     Logistic regression at rank ``r`` (the factor's columns, penalty
     ``alpha``, by Newton's method) gives the linear predictor ``eta``, the
@@ -671,12 +672,30 @@ def logistic_certificate(
     squared residuals: the loss is curvature-weighted where the logistic
     loss is, so points classified with confidence count for little.
 
+    With ``m > 2`` classes the row's curvature is the ``m x m`` matrix
+    ``W_i = diag(p_i) - p_i p_i^T`` and Newton's model couples the classes'
+    coefficients, a Hessian of ``(m r)^2`` (``n (m r)^2`` flops to form,
+    ``(m r)^3 / 3`` to factor; pendigits at ``r = 1,024``: 100 times the
+    two-class pass).  The certificate replaces ``W_i`` by its curvature
+    along the row's own gradient ``d_i = y_i - p_i`` (the indicator of its
+    class less its probabilities), the Rayleigh quotient ``w_i = d_i^T W_i
+    d_i / d_i^T d_i``: every class then shares the row weights ``w`` and one
+    factorisation serves the ``m`` targets ``z_i = eta_i + d_i / w_i``.  Any
+    positive weights keep the fit at rank ``r`` the multinomial one (the
+    ridge's normal equations are then the multinomial gradient), and along
+    ``d_i``, the direction in which leaving row ``i`` out moves its
+    predictor first, the leave-one-out step ``d_i h_i / (w_i (1 - h_i))``
+    has the exact curvature; it is that of the binomial certificate for
+    ``m = 2`` (``w_i = 2 p_i (1 - p_i)`` in the two logits).  The losses
+    are the multinomial log-losses of ``eta^{-i}``.
+
     Parameters
     ----------
     factor : PartialCholesky
         In-memory factor whose columns are in landmark order.
-    labels : ndarray of shape (n,)
-        Class indices, 0 or 1.
+    labels : ndarray of shape (n,) or (n, m)
+        Class indices, 0 or 1; or, for ``m > 2`` classes, the indicator
+        matrix of the classes (one column per class, a one per row).
     alpha : float
         Penalty (``C = 1 / alpha``).
     center : bool, default=True
@@ -698,15 +717,16 @@ def logistic_certificate(
         standard errors ask for (they fall as the square root of the rows).
         None: every row.
     uniform : bool, default=False
-        Whether the factor's pivots are a uniform sample of the rows:
-        Newton-CG then preconditions with their rows of the factor, as an int
-        fit does with its landmarks, not with the factor's Gram matrix.
+        Whether the factor's pivots are a uniform sample of the rows: a
+        two-class Newton-CG then preconditions with their rows of the
+        factor, as an int fit does with its landmarks, not with the
+        factor's Gram matrix.
 
     Returns
     -------
     certificate : LossCertificate
-        With the logistic fit as :attr:`LossCertificate.fit`, and its
-        Hessian, factored, as the fit's
+        With the logistic fit as :attr:`LossCertificate.fit`, and, for two
+        classes, its Hessian, factored, as the fit's
         :attr:`~sklearn_dof._newton.NewtonResult.hessian` where it fits the
         solver's default budget (the leave-one-out pass factors it anyway;
         a fit from this one preconditions its Newton steps with it).
@@ -714,21 +734,25 @@ def logistic_certificate(
     Notes
     -----
     The Newton fit stops at the gradient test: the leave-one-out pass
-    forms the exact Hessian at the fit, and its fit at rank ``r`` is one
-    exact Newton step from there, so the decrement needs no Hessian of its
-    own.
+    forms the exact Hessian at the fit (two classes), and its fit at rank
+    ``r`` is one exact Newton step from there, so the decrement needs no
+    Hessian of its own.
     """
     G = factor.factor
     labels = np.asarray(labels)
+    multinomial = labels.ndim == 2
+    n_classes = labels.shape[1] if multinomial else 2
+    index = labels.argmax(axis=1) if multinomial else labels
     features = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
-    landmark_rows = _pivot_rows(factor) if uniform else None
+    landmark_rows = _pivot_rows(factor) if uniform and not multinomial else None
     if landmark_rows is not None:
         # Newton-CG's preconditioner from the landmarks' own rows of the
         # factor, as an int fit's (_newton._Problem._nystroem_gram): a
         # uniform sample of the rows, G_I^T G_I / r ~ G^T G / n in r^3 / 3
         # flops, where the factor's Gram matrix costs n r^2 a round (its
         # increments; a9a: 5.3 of 41.7 s).  The rounds' fits start warm,
-        # and a Hessian product costs n r.
+        # and a Hessian product costs n r.  (More classes: a product costs
+        # m n r, and the exact Gram matrix pays, as in an int fit.)
         features.cholesky = landmark_rows.T
     else:
         # Newton-CG's Gram matrix from the factor's, which the rounds extend
@@ -736,9 +760,9 @@ def logistic_certificate(
         features.factor = PrefixSums(factor, G.shape[1])
     fit = logistic_newton(
         features,
-        labels,
+        index,
         alpha,
-        n_classes=2,
+        n_classes=n_classes,
         fit_intercept=center,
         start=start,
         # Newton-CG: the rounds need the optimum to the accuracy of an
@@ -756,22 +780,37 @@ def logistic_certificate(
         # 15.7 s).
         check_decrement=False,
     )
-    eta = G.astype(np.float64, copy=False) @ fit.coef[0] + fit.intercept[0]
-    p = expit(eta)
-    curvature = np.maximum(p * (1.0 - p), _CURVATURE_FLOOR)
-    z = eta + (labels - p) / curvature
-    sign = 2.0 * labels - 1.0
+    eta = G.astype(np.float64, copy=False) @ fit.coef.T + fit.intercept
+    if multinomial:
+        p = softmax(eta, axis=1)
+        gradient = labels - p
+        # d^T W d = sum_k p_k d_k^2 - (p^T d)^2 with W = diag(p) - p p^T.
+        along = (p * gradient**2).sum(axis=1) - np.einsum("ij,ij->i", p, gradient) ** 2
+        length = np.einsum("ij,ij->i", gradient, gradient)
+        curvature = np.maximum(
+            along / np.maximum(length, np.finfo(float).tiny), _CURVATURE_FLOOR
+        )
+        z = eta + gradient / curvature[:, None]
+    else:
+        eta = eta[:, 0]
+        p = expit(eta)
+        curvature = np.maximum(p * (1.0 - p), _CURVATURE_FLOOR)
+        z = (eta + (labels - p) / curvature)[:, None]
+        sign = 2.0 * labels - 1.0
     root = np.sqrt(curvature)
 
     def log_losses(rows, residuals):
-        # residuals: sqrt(w_i) (z_i - eta_i^{-i}), one target.
-        eta_out = z[rows, None] - residuals[:, 0, :] / root[rows, None]
-        return np.logaddexp(0.0, -sign[rows, None] * eta_out)
+        # residuals: sqrt(w_i) (z_i - eta_i^{-i}), one target per logit.
+        eta_out = z[rows, :, None] - residuals / root[rows, None, None]
+        if multinomial:
+            own = np.take_along_axis(eta_out, index[rows, None, None], axis=1)
+            return logsumexp(eta_out, axis=1) - own[:, 0]
+        return np.logaddexp(0.0, -sign[rows, None] * eta_out[:, 0])
 
     loo = LeaveOneOutPass(
-        factor, z[:, None], alpha, center, weights=curvature, row_loss=log_losses
+        factor, z, alpha, center, weights=curvature, row_loss=log_losses
     )
-    floor = _ERROR_FLOOR * math.log(2.0)
+    floor = _ERROR_FLOOR * math.log(n_classes)
     n = G.shape[0]
     read = n if row_order is None or loss_tol is None else min(n, LOO_ROWS)
     rows = None if read == n else np.sort(row_order[:read])
@@ -800,8 +839,9 @@ def logistic_certificate(
     # The fit's Hessian, factored for the leave-one-out pass: the
     # preconditioner of the caller's fit from this one, where it fits the
     # budget of the solver's own (a9a at 3,854 columns: one Newton step of
-    # 3 CG products instead of forming an n r^2 Hessian).
-    keep_hessian = 8 * G.shape[1] ** 2 <= DEFAULT_MAX_HESSIAN_BYTES
+    # 3 CG products instead of forming an n r^2 Hessian).  With more classes
+    # the pass's shared weights make no multinomial Hessian.
+    keep_hessian = not multinomial and 8 * G.shape[1] ** 2 <= DEFAULT_MAX_HESSIAN_BYTES
     certificate.fit = fit._replace(hessian=loo.hessian() if keep_hessian else None)
     return certificate
 

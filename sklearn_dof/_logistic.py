@@ -71,8 +71,8 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     alpha : float, default=1.0
         Penalty, ``C = 1 / alpha`` of
         :class:`~sklearn.linear_model.LogisticRegression`.  A rank from the
-        degrees of freedom (``n_components="dof"``, and ``"auto"`` for more
-        than two classes) reads them at ``alpha / c``, where ``c`` bounds
+        degrees of freedom (``n_components="dof"``, and ``"auto"`` on Dask
+        arrays) reads them at ``alpha / c``, where ``c`` bounds
         the curvature of the loss: ``1/4`` for two classes (``p (1 -
         p)``), ``1/2`` for more (the largest eigenvalue of the multinomial
         Hessian ``diag(p) - p p^T`` of a row, Böhning's bound [3]_).  That is the
@@ -92,22 +92,27 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     kernel_params : dict, default=None
         Extra keyword arguments of the kernel.
     n_components : "auto", "dof" or int, default="auto"
-        Rank of the Nystroem features, see :class:`DoFNystroem`.  For two
-        classes ``"auto"`` is the smallest rank whose test log-loss is
-        estimated to be within ``loss_tol`` (relative) of the model on
-        every row as a landmark, the landmarks growing by doubling (see
-        :ref:`automatic_rank`): the leave-one-out log-losses come from
+        Rank of the Nystroem features, see :class:`DoFNystroem`.  With
+        ``"auto"`` the landmarks grow by doubling until a rank a quarter of
+        those grown has its test log-loss estimated to be within
+        ``loss_tol`` (relative) of the model on every row as a landmark
+        (see :ref:`automatic_rank`), and the model keeps every landmark
+        grown: its fit at that rank is the last round's, and a quarter of
+        it would be within ``loss_tol`` but short of the accuracy that
+        scikit-learn's pipelines reach in less time than the rounds take
+        (:ref:`logistic_rank`).  The leave-one-out log-losses come from
         Newton's quadratic model of the logistic fit, a ridge regression
-        weighted by the curvatures ``p_i (1 - p_i)``
-        (:func:`~sklearn_dof._certificate.logistic_certificate`).  For more
-        classes, and on Dask arrays, ``"auto"`` is the paper's rule from the
-        degrees of freedom, as ``"dof"``.
+        weighted by the curvatures ``p_i (1 - p_i)``, for more classes by
+        each row's curvature along its own gradient
+        (:func:`~sklearn_dof._certificate.logistic_certificate`).  On Dask
+        arrays ``"auto"`` is the paper's rule from the degrees of freedom,
+        as ``"dof"``.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
     loss_tol : float, default=0.01
         Relative loss of test log-loss that ``n_components="auto"`` allows
-        (two classes).
+        at a quarter of the rank it keeps.
     max_components : int, default=None
         Cap of an automatic rank (None: 4096), see :class:`DoFNystroem`.
     fit_intercept : bool, default=True
@@ -208,9 +213,9 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
     ...     alpha=1.0, gamma=1.0, sampling="pivoted", random_state=0
     ... ).fit(X, y)
     >>> print(f"accuracy {clf.score(X, y):.3f} with {clf.n_components_} features")
-    accuracy 0.968 with 30 features
+    accuracy 0.968 with 120 features
     >>> clf.n_iter_
-    array([2], dtype=int32)
+    array([1], dtype=int32)
     >>> clf.predict_proba(X[:2]).round(2)
     array([[0.05, 0.95],
            [0.04, 0.96]])
@@ -298,13 +303,14 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
                 "namespace) ahead of a classifier that supports the array API."
             )
         X, y_index, sample_weight = self._weighted_rows(X, y, sample_weight)
-        # Two classes: the automatic rank is certified on the labels.  The
-        # landmark block by its Cholesky factor R (kernel_basis), not the
-        # eigendecomposition and RQ decomposition of normalization_ (about
-        # 9 p^3 and 4 p^3 flops: 13 of the 39 s of pendigits at p = 4,096).
+        # The automatic rank is certified on the labels: class indices for
+        # two classes, their indicator matrix for more.  The landmark block
+        # by its Cholesky factor R (kernel_basis), not the eigendecomposition
+        # and RQ decomposition of normalization_ (about 9 p^3 and 4 p^3
+        # flops: 13 of the 39 s of pendigits at p = 4,096).
         n_classes = self.classes_.shape[0]
         request = FitRequest(
-            response=y_index if n_classes == 2 else None,
+            response=y_index if n_classes == 2 else np.eye(n_classes)[y_index],
             objective="logistic",
             kernel_basis=True,
             curvature=_CURVATURE_BOUND[min(n_classes, 3)],

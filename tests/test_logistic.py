@@ -493,7 +493,7 @@ def test_solver_warm_start_on_nested_features(inner_solver):
 
 
 @pytest.mark.parametrize(
-    "n_classes, n_components, bound", [(2, "dof", 0.25), (3, "auto", 0.5)]
+    "n_classes, n_components, bound", [(2, "dof", 0.25), (3, "dof", 0.5)]
 )
 def test_dof_rank_reads_the_degrees_of_freedom_at_the_curvature_bound(
     n_classes, n_components, bound
