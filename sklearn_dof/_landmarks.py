@@ -37,6 +37,12 @@ EXACT_BUDGET_BYTES = FACTOR_BUDGET_BYTES
 #: of which a fit holds a few at once.
 DEFAULT_MAX_COMPONENTS = 4096
 
+#: :attr:`LandmarkSelection.estimate` of a certified rank whose degrees of
+#: freedom are those an int fit on its uniform landmarks reports: the
+#: fitted transformer computes them from ``K(I, I)`` on the first read of
+#: ``dof_`` (``O(p^3)``), as it does for an int fit.
+LANDMARK_DOF = "landmarks"
+
 
 class LandmarkSelection(NamedTuple):
     """The result of :func:`select_landmarks`.
@@ -48,9 +54,10 @@ class LandmarkSelection(NamedTuple):
         training rows (2-D, from a selector).
     gram : ndarray of shape (p, p)
         The landmark block ``K(I, I)``.
-    estimate : tuple or None
+    estimate : tuple, "landmarks" or None
         ``(d_max, d_eff, d_ave, n_columns)`` of the doubling estimate
-        (automatic rank only).
+        (automatic rank only), or :data:`LANDMARK_DOF`: those of an int fit
+        on the landmarks, left to the first read of ``dof_``.
     factor : PartialCholesky or None
         The partial Cholesky factor of the rows grown on the way, when the
         rule needed one; its first pivots are the landmarks (rows only).
@@ -483,15 +490,20 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     if rank is None:
         rank = certificate.rank
         requested = certificate.requested_rank(loss_tol, n_samples)
+    columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
+    selector = hasattr(rule, "select")
+    # The estimate of an int fit on exactly the landmarks (the uniform
+    # pivots of a log-loss's rounds, which keep them all): the fitted
+    # transformer computes it on the first read of dof_, not the fit.
+    deferred = not selector and np.array_equal(columns, getattr(dof, "landmarks", None))
     fields = {
-        "estimate": estimate_of(dof),
+        "estimate": LANDMARK_DOF if deferred else estimate_of(dof),
         "loss": float(certificate.loss(rank)),
         "requested": requested,
         "alpha": certified_alpha,
     }
-    if hasattr(rule, "select"):
+    if selector:
         return _selected(source.select(max(rank, 1)), **fields)
-    columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
     if (columns < 0).any():  # columns mixing pivots: their prefix of pivots
         columns = np.asarray(chol.pivots[:rank], dtype=np.intp)
     elif certificate.fit is not None:

@@ -246,7 +246,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``"auto"``, from the doubling estimate over all rows; with an int
         ``n_components``, from the landmark rows alone (``O(p^3)``, no pass
         over the data, hence rougher; for uniform landmarks inside
-        :class:`~sklearn_dof.DoFKernelRidge`, on first read).
+        :class:`~sklearn_dof.DoFKernelRidge`, on first read), as for the
+        uniform landmarks that the certified rank of
+        :class:`~sklearn_dof.DoFKernelLogisticRegression` keeps.
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^{-1}``.
     averaged_dof_ : float
@@ -526,10 +528,13 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """``(d_max, d_eff, d_ave, columns)`` of the fit, or None where it
         waits for the first read of ``dof_``: uniform landmarks at a fixed
         rank on a Cholesky route (their ``O(p^3)`` estimate, as costly as the
-        fit's own factorisations, see doc/architecture.rst), and exact fits
-        solved directly."""
+        fit's own factorisations, see doc/architecture.rst), the uniform
+        landmarks a log-loss's certified rank keeps, and exact fits solved
+        directly."""
         if selection.points:
             return self._points_dof(access, X, selection.estimate)
+        if isinstance(selection.estimate, str):  # LANDMARK_DOF: on first read
+            return None
         if selection.estimate is not None:
             return selection.estimate
         if block.route == DIRECT or (block.route != EIGH and selection.factor is None):
@@ -754,7 +759,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         check_is_fitted(self, "n_components_")
         if self._dof is None:
             # Deferred at fit only for uniform landmarks at a fixed rank in
-            # the kernel basis: from the landmark block, as the fit has it.
+            # the kernel basis, and those a log-loss's certified rank keeps
+            # (_landmarks.LANDMARK_DOF): from the landmark block, as the fit
+            # has it.
             self._dof = self._fixed_rank_dof(
                 None,
                 None,

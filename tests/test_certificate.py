@@ -1113,11 +1113,11 @@ def test_uniform_two_class_rounds_report_the_dof_of_an_int_fit_on_their_pivots(
     monkeypatch,
 ):
     # Two-class rounds of uniform pivots form no Gram matrix of the factor
-    # (Newton-CG preconditioned by the pivot rows, the degrees of freedom
-    # from K(I, I)): they report the degrees of freedom that an int fit on
-    # the grown factor's landmarks, the same uniform draw, reports (the
-    # model keeps those landmarks, every column grown).
-    from sklearn_dof import DoFKernelLogisticRegression, _sampling
+    # (Newton-CG preconditioned by the pivot rows), and the model keeps
+    # every pivot grown: its degrees of freedom are those an int fit on the
+    # same landmarks (the same uniform draw) reports, computed as that fit
+    # does, from K(I, I) on the first read of dof_, not during the fit.
+    from sklearn_dof import DoFKernelLogisticRegression, _estimate, _sampling
 
     rng = np.random.RandomState(0)
     X = rng.randn(1500, 5)  # no pivot of a numerically dependent block
@@ -1130,16 +1130,26 @@ def test_uniform_two_class_rounds_report_the_dof_of_an_int_fit_on_their_pivots(
         return gram(self)
 
     monkeypatch.setattr(_sampling.PartialCholesky, "gram", counted)
+    estimates = []
+    landmark_dof = _estimate._uniform_landmark_dof
+    monkeypatch.setattr(
+        _estimate,
+        "_uniform_landmark_dof",
+        lambda *args: estimates.append(args) or landmark_dof(*args),
+    )
     params = dict(alpha=1.0, gamma=0.1, random_state=0)
     auto = DoFKernelLogisticRegression(**params).fit(X, labels)
-    assert calls == []
-    grown = auto.nystroem_._dof[3]
-    assert auto.n_components_ == grown
+    assert calls == [] and estimates == []
     assert auto.nystroem_.loss_estimate_ <= 0.01
-    fixed = DoFKernelLogisticRegression(n_components=grown, **params).fit(X, labels)
+    p = auto.n_components_
+    fixed = DoFKernelLogisticRegression(n_components=p, **params).fit(X, labels)
+    np.testing.assert_array_equal(
+        auto.nystroem_.component_indices_, fixed.nystroem_.component_indices_
+    )
     for name in ("dof_", "effective_dof_", "averaged_dof_"):
         reported = getattr(auto.nystroem_, name)
         np.testing.assert_allclose(reported, getattr(fixed.nystroem_, name), rtol=1e-8)
+    assert auto.nystroem_.dof_columns_ == p
 
 
 def test_rounds_near_the_kernels_numerical_rank_double_their_pivots(capsys):
