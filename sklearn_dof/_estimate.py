@@ -258,8 +258,8 @@ def _certified_estimate(
     ``progress``, a :class:`~sklearn_dof._progress.Progress`).
 
     ``objective``: ``"squared"`` for ridge regression on the targets
-    ``response``, ``"logistic"`` for binary logistic regression on the
-    class indices ``response``
+    ``response``, ``"logistic"`` for logistic regression on the class
+    indices ``response`` (two classes) or their indicator matrix (more)
     (:func:`~sklearn_dof._certificate.logistic_certificate`).
 
     The rank doubles from 32 (or ``first``) and the rounds stop once the

@@ -61,7 +61,8 @@ class FitRequest(NamedTuple):
     response : ndarray of shape (n_samples, n_targets) or None
         Targets (float64) of the ridge a certified automatic rank is for;
         with ``objective="logistic"`` the class indices (shape
-        ``(n_samples,)``) of a binary logistic regression.
+        ``(n_samples,)``) of a binary logistic regression, or the indicator
+        matrix of the classes (one column each) of a multinomial one.
     center : bool
         Whether that model fits an intercept.
     penalties : ndarray or None

@@ -704,23 +704,36 @@ def test_certified_model_equals_an_int_fit_on_its_landmarks(fit_intercept):
     np.testing.assert_allclose(auto.intercept_, given.intercept_, atol=1e-8)
 
 
-def test_logistic_certified_model_starts_from_the_certificate_fit():
-    # The binary certified rank's final Newton fit starts at the last
-    # round's logistic fit (the same columns, or their prefix): the model
-    # of a cold fit on the same landmarks, in fewer steps.
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_logistic_certified_model_starts_from_the_certificate_fit(n_classes):
+    # The certified rank's final Newton fit starts at the last round's
+    # logistic fit (the same columns): the model of a cold fit on the same
+    # landmarks, in fewer steps, binomial or multinomial.  (Three classes of
+    # make_moons keep 176 columns of a two-dimensional kernel, a landmark
+    # block of condition 2e13: the two fits' decision values differed by
+    # 2e-4 at every Newton tolerance from 1e-8 to 1e-12, the rounding of
+    # the features' two routes; five dimensions keep the condition at 2e8.)
     from sklearn.datasets import make_moons
 
     from sklearn_dof import DoFKernelLogisticRegression
 
-    X, y = make_moons(1500, noise=0.3, random_state=0)
-    params = dict(alpha=1.0, gamma=2.0)
+    if n_classes == 2:
+        X, y = make_moons(1500, noise=0.3, random_state=0)
+        X_new = make_moons(300, noise=0.3, random_state=1)[0]
+        params = dict(alpha=1.0, gamma=2.0)
+    else:
+        rng = np.random.RandomState(0)
+        X, X_new = rng.randn(1500, 5), rng.randn(300, 5)
+        score = np.c_[X[:, 0], np.sin(3 * X[:, 1]), X[:, 2] * X[:, 3]]
+        y = (score + 0.5 * rng.randn(1500, 3)).argmax(axis=1)
+        params = dict(alpha=1.0, gamma=0.1)
     auto = DoFKernelLogisticRegression(random_state=0, **params).fit(X, y)
     landmarks = auto.nystroem_.component_indices_
     assert np.isfinite(auto.nystroem_.loss_estimate_)
+    assert len(landmarks) < 1500 // 2
     given = DoFKernelLogisticRegression(
         n_components=len(landmarks), sampling=landmarks, **params
     ).fit(X, y)
-    X_new = make_moons(300, noise=0.3, random_state=1)[0]
     np.testing.assert_allclose(
         auto.decision_function(X_new), given.decision_function(X_new), atol=1e-6
     )
