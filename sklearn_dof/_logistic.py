@@ -93,26 +93,27 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         Extra keyword arguments of the kernel.
     n_components : "auto", "dof" or int, default="auto"
         Rank of the Nystroem features, see :class:`DoFNystroem`.  With
-        ``"auto"`` the landmarks grow by doubling until a rank a quarter of
-        those grown has its test log-loss estimated to be within
-        ``loss_tol`` (relative) of the model on every row as a landmark
-        (see :ref:`automatic_rank`), and the model keeps every landmark
-        grown: its fit at that rank is the last round's, and a quarter of
-        it would be within ``loss_tol`` but short of the accuracy that
-        scikit-learn's pipelines reach in less time than the rounds take
-        (:ref:`logistic_rank`).  The leave-one-out log-losses come from
-        Newton's quadratic model of the logistic fit, a ridge regression
-        weighted by the curvatures ``p_i (1 - p_i)``, for more classes by
-        each row's curvature along its own gradient
-        (:func:`~sklearn_dof._certificate.logistic_certificate`).  On Dask
-        arrays ``"auto"`` is the paper's rule from the degrees of freedom,
-        as ``"dof"``.
+        ``"auto"`` the landmarks grow by doubling until a rank at most a
+        quarter of those grown (any rank, at ``max_components``) has its
+        test log-loss estimated to be within ``loss_tol`` (relative) of the
+        model on every row as a landmark (see :ref:`automatic_rank`), and
+        the model keeps every landmark grown: its fit at that rank is the
+        last round's, and the certified rank would be within ``loss_tol``
+        but short of the accuracy that scikit-learn's pipelines reach in
+        less time than the rounds take (:ref:`logistic_rank`).  The
+        leave-one-out log-losses come from Newton's quadratic model of the
+        logistic fit, a ridge regression weighted by the curvatures ``p_i
+        (1 - p_i)``, for more classes by each row's curvature along its own
+        gradient (:func:`~sklearn_dof._certificate.logistic_certificate`).
+        On Dask arrays ``"auto"`` is the paper's rule from the degrees of
+        freedom, as ``"dof"``.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
     loss_tol : float, default=0.01
         Relative loss of test log-loss that ``n_components="auto"`` allows
-        at a quarter of the rank it keeps.
+        at the rank it certifies (the model keeps the landmarks grown past
+        it).
     max_components : int, default=None
         Cap of an automatic rank (None: 4096), see :class:`DoFNystroem`.
     fit_intercept : bool, default=True
