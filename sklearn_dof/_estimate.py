@@ -409,7 +409,7 @@ def _certified_estimate(
             # round after next passes half of n, and the fit to the cap
             # costs less than those two rounds.
             target = max_rank
-        if objective == "logistic" and 2 * target > max_rank:
+        if objective == "logistic" and 2 * target >= max_rank:
             # Nothing certified at r: the tail's geometric model asks for at
             # least 2 r columns (requested_rank), which a round of 2 r cannot
             # certify (a certified rank needs two doublings above it).  A
@@ -418,7 +418,10 @@ def _certified_estimate(
             # that would be the cap, the cap at once: it costs less than the
             # two rounds, and its certificate still reads every prefix rank
             # (a9a: nothing certified at 1,566, 3,069 and 3,854 columns;
-            # rounds 48 -> 41 s).
+            # rounds 48 -> 41 s).  That round is the cap also where it is
+            # exactly twice the target, as with the default cap of 4,096
+            # and rounds doubling from 32 (pendigits: nothing certified at
+            # 1,024, then a round of 2,048 before the cap's).
             target = max_rank
         p = max_rank if target > _EXACT_FRACTION * n else min(target, max_rank)
         if p >= n:

@@ -900,6 +900,10 @@ def test_uncertified_logistic_rounds_go_to_the_cap_a_round_early(
     monkeypatch.setattr(_certificate, "_tail", lambda *args: np.inf)
     rounds = _rounds_grown(objective, max_rank=500, first=150)
     assert rounds == ([150, 500] if objective == "logistic" else [150, 300, 500])
+    # The round after 2 r exactly the cap (rounds doubling to a power of
+    # two): the cap at once too.
+    rounds = _rounds_grown(objective, max_rank=512, first=128)
+    assert rounds == ([128, 512] if objective == "logistic" else [128, 256, 512])
 
 
 def _rounds_grown(objective, max_rank, first):
