@@ -12,6 +12,7 @@ from scipy import linalg
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _array_api, _dask
+from ._kernel_objects import is_kernel_object
 from ._landmark_block import PLAIN_FIT, EveryRow
 from ._nystroem import DoFNystroem
 from ._validation import KERNEL_CONSTRAINTS
@@ -209,6 +210,7 @@ class DoFKernelMixin:
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # (scikit-learn's kernel objects take dense arrays only.)
+        tags.input_tags.sparse = not is_kernel_object(self.kernel)
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags

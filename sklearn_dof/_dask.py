@@ -62,7 +62,7 @@ from ._blocks import (
     streamed,
     streamed_map,
 )
-from ._kernels import _UNIT_DIAGONAL, KernelColumns
+from ._kernels import KernelColumns, has_unit_diagonal
 from ._sampling import DEFAULT_RTOL, PartialCholesky
 from ._validation import check_kernel_values
 
@@ -388,7 +388,7 @@ class DaskKernelColumns(KernelColumns):
             diag = _dask().array.diagonal(self.X).compute()
             diag = np.asarray(diag, dtype=self.dtype)
             return check_kernel_values(diag, "precomputed")
-        if self.kernel in _UNIT_DIAGONAL:  # ones: no pass over X
+        if has_unit_diagonal(self.kernel):  # ones: no pass over X
             return super().diagonal()
         return self.X.map_blocks(
             _block_diagonal,

@@ -38,7 +38,7 @@ import numpy as np
 from . import _dask, _linalg
 from ._blocks import mirror_lower
 from ._sampling import PrefixSums, factor_sums
-from ._validation import ALWAYS_PSD_KERNELS, NON_PSD_KERNELS, check_landmark_gram
+from ._validation import NON_PSD_KERNELS, check_landmark_gram, is_always_psd
 
 PREFIX = "prefix"
 DIRECT = "direct"
@@ -112,12 +112,7 @@ class FitRequest(NamedTuple):
         known to be positive definite: other kernels keep the pseudo-inverse
         of the PSD part of ``K(I, I)`` that ``check_landmark_gram`` warns
         about."""
-        exact = (
-            self.exact_solve
-            and dtype != np.float32
-            and isinstance(kernel, str)
-            and kernel in ALWAYS_PSD_KERNELS
-        )
+        exact = self.exact_solve and dtype != np.float32 and is_always_psd(kernel)
         return self._replace(exact_solve=bool(exact))
 
 

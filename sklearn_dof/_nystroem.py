@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _array_api, _dask, _linalg, _parallel, _tiles
 from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product
 from ._dof import _landmark_dof, _uniform_landmark_dof
+from ._kernel_objects import is_kernel_object
 from ._kernels import (
     CHUNK_ENTRIES,
     KernelColumns,
@@ -809,7 +810,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # (scikit-learn's kernel objects take dense arrays only.)
+        tags.input_tags.sparse = not is_kernel_object(self.kernel)
         tags.input_tags.pairwise = self.kernel == "precomputed"
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         tags.array_api_support = _array_api.supports(self)

@@ -44,7 +44,7 @@ from ._ridge_solve import (
     uses_cg,
     warn_not_converged,
 )
-from ._validation import ALWAYS_PSD_KERNELS
+from ._validation import is_always_psd
 
 # The parameters of both estimators forwarded to DoFNystroem (loss_tol: the
 # certified rank's, tol: the d.o.f. estimate's tolerance).
@@ -1120,7 +1120,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         """
         if (
             self.n_components != "auto"
-            or not (isinstance(self.kernel, str) and self.kernel in ALWAYS_PSD_KERNELS)
+            or not is_always_psd(self.kernel)
             or self.nystroem_.exact_
             or not np.any(alphas < self.alpha_)
             or not self._exact_scorable(sample_weight)

@@ -29,6 +29,7 @@ from sklearn.utils._param_validation import (
 from sklearn.utils.validation import check_array
 
 from . import _tiles
+from ._kernel_objects import is_kernel_object, is_psd_kernel_object
 
 # Frames of this package, of scikit-learn (its fit wrappers, Pipeline,
 # GridSearchCV) and of joblib (Pipeline's memory), which a warning's
@@ -60,6 +61,16 @@ NON_PSD_KERNELS = frozenset({"sigmoid", "additive_chi2"})
 # negative coef0 or negative features): their K(I, I) needs no check beyond
 # the Cholesky factorisation of K + alpha I that an exact fit makes.
 ALWAYS_PSD_KERNELS = frozenset({"rbf", "laplacian", "linear", "cosine"})
+
+
+def is_always_psd(kernel):
+    """Whether ``kernel`` is positive semi-definite on any data and
+    parameters: a name of :data:`ALWAYS_PSD_KERNELS` or a kernel object
+    built from PSD components (``RBF``, ``Matern``, ``DotProduct``...)."""
+    if isinstance(kernel, str):
+        return kernel in ALWAYS_PSD_KERNELS
+    return is_kernel_object(kernel) and is_psd_kernel_object(kernel)
+
 
 # The parameter constraints of a kernel specification, as in
 # sklearn.kernel_approximation.Nystroem, and of n_jobs.

@@ -19,6 +19,7 @@ BENCHMARKS = PACKAGE.parent / "benchmarks"
 # from the layers below its own.
 LAYERS = [
     ("utilities", ["_version", "_parallel", "_blas", "_tiles", "_cg", "_progress"]),
+    ("kernel objects", ["_kernel_objects"]),
     ("validation", ["_validation"]),
     ("kernels", ["_kernels"]),
     ("row blocks", ["_blocks"]),
