@@ -48,6 +48,26 @@ RESULTS = BENCHMARKS / "results"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
+def display_path(path):
+    """``path`` as results record it: relative to the repository root
+    (``benchmarks/results/...``, ``sklearn_dof``, ``../shared/data/...``),
+    so that no result holds a machine's absolute paths; a path outside the
+    repository's parent folder by its name only (``.../name``)."""
+    path = Path(path).resolve()
+    if path == ROOT or ROOT.parent in path.parents:
+        return os.path.relpath(path, ROOT)
+    return f".../{path.name}"
+
+
+def _display_argument(argument):
+    """A command-line argument with an absolute path (``--opt=/path`` too)
+    as :func:`display_path` writes it."""
+    name, equals, value = argument.rpartition("=")
+    if not os.path.isabs(value):
+        return argument
+    return f"{name}{equals}{display_path(value)}"
+
+
 def results_dir(benchmark, *parts):
     """``benchmarks/results/<benchmark>/<parts...>``."""
     return RESULTS.joinpath(benchmark, *parts)
@@ -332,7 +352,7 @@ def machine(threads=None):
         import sklearn_dof
 
         record["sklearn_dof"] = sklearn_dof.__version__
-        record["sklearn_dof_path"] = str(Path(sklearn_dof.__file__).resolve().parent)
+        record["sklearn_dof_path"] = display_path(Path(sklearn_dof.__file__).parent)
     except ImportError:
         record["sklearn_dof"] = None
     try:
@@ -358,16 +378,13 @@ def start_run(threads=None, argv=None):
     ``machine`` (:func:`machine`)."""
     state = git_state() or {}
     argv = sys.argv if argv is None else argv
-    script = Path(argv[0])
-    if script.is_absolute() and ROOT in script.parents:
-        script = script.relative_to(ROOT)
     return {
         "commit": state.get("commit"),
         "modified": state.get("modified"),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"
         ),
-        "command": shlex.join(["python", str(script), *argv[1:]]),
+        "command": shlex.join(["python", *map(_display_argument, argv)]),
         "machine": machine(threads),
     }
 
@@ -472,11 +489,6 @@ def history_line(benchmark, run, headline, *, results=None, label=None):
     ]
     if blas:  # (numpy's and scipy's, which may differ)
         short["blas"] = ", ".join(sorted(set(blas)))
-    path = None
-    if results is not None:
-        path = Path(results).resolve()
-        if ROOT in path.parents:
-            path = path.relative_to(ROOT)
     line = {
         "benchmark": benchmark,
         "run": label,
@@ -485,12 +497,10 @@ def history_line(benchmark, run, headline, *, results=None, label=None):
         "date": run.get("date"),
         "machine": short,
         "command": run.get("command"),
-        "results": None if path is None else str(path),
+        "results": None if results is None else display_path(results),
         "headline": significant(to_jsonable(headline)),
     }
-    if machine.get("sklearn_dof_path") and Path(
-        machine["sklearn_dof_path"]
-    ).resolve() != (ROOT / "sklearn_dof"):
+    if machine.get("sklearn_dof_path") not in (None, "sklearn_dof"):
         line["package"] = machine["sklearn_dof_path"]
     return line
 
@@ -515,5 +525,5 @@ def append_history(output_dir, benchmark, run, headline, *, results=None, label=
         label = folder_label(output_dir, benchmark)
     line = history_line(benchmark, run, headline, results=results, label=label)
     append_jsonl(path, line)
-    print(f"history: {path}", flush=True)
+    print(f"history: {display_path(path)}", flush=True)
     return line

@@ -124,6 +124,7 @@ from _harness import (
     alternate,
     append_history,
     child_main,
+    display_path,
     results_dir,
     rss_probe,
     run_child,
@@ -1071,7 +1072,7 @@ def main(argv=None):
         "targets": TARGETS,
         # (the checkout imported: PYTHONPATH may name another than run's
         # commit)
-        "package": str(Path(sklearn_dof.__file__).resolve().parent),
+        "package": display_path(Path(sklearn_dof.__file__).parent),
     }
     cases, records, oracles = [], [], []
     with threadpool_limits(args.threads), tempfile.TemporaryDirectory() as tmpdir:
@@ -1133,7 +1134,7 @@ def main(argv=None):
             f"rule {rule!r} failed {sum(r['rule'] == rule for r in failures)} "
             f"times, e.g. {first['error_message'][:300]}"
         )
-    print(f"\nTotal time {elapsed:.0f} s -> {args.output_dir}")
+    print(f"\nTotal time {elapsed:.0f} s -> {display_path(args.output_dir)}")
     payload = {
         "config": config,
         "seconds": elapsed,

@@ -67,6 +67,7 @@ from _harness import (  # noqa: E402
     alternate,
     append_history,
     append_jsonl,
+    display_path,
     start_run,
     write_results,
 )
@@ -460,7 +461,7 @@ def main(argv=None):
     append_history(
         args.output_dir, BENCHMARK, run_record, headline(payload), results=out
     )
-    print(f"-> {out}")
+    print(f"-> {display_path(out)}")
 
 
 if __name__ == "__main__":

@@ -96,6 +96,7 @@ from _harness import (
     append_history,
     append_jsonl,
     child_main,
+    display_path,
     folder_label,
     median,
     results_dir,
@@ -1001,7 +1002,7 @@ def main(argv=None):
         label=f"{folder_label(args.output_dir, BENCHMARK)}: {key} threads="
         f"{args.threads}",
     )
-    print(f"total {time.perf_counter() - start:.0f} s -> {out}")
+    print(f"total {time.perf_counter() - start:.0f} s -> {display_path(out)}")
 
 
 if __name__ == "__main__":
