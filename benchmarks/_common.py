@@ -1,87 +1,100 @@
 """Helpers shared by the benchmark scripts.
 
-Everything here works on an explicit ``n x n`` kernel matrix: the benchmarks
-compare Nystroem approximations against exact kernel ridge regression, which
-needs the full matrix anyway.  Penalties are on scikit-learn's scale,
-``alpha = n * lambda``.
+Penalties are on scikit-learn's scale, ``alpha = n * lambda``.
 
-* the paper's problems (:func:`make_problem`, :func:`make_problems`);
+* the benchmark data sets (:data:`DATA_SETS`, with their public sources),
+  read from the local copies in :func:`data_dir` (:func:`load_data`,
+  :func:`load_split`, :func:`load_pooled`);
+* the paper's problems (:func:`make_problems`);
 * exact kernel ridge at many penalties from one eigendecomposition
   (:class:`SpectralKRR`, :func:`best_penalty`);
-* the in-sample error of a Nystroem factor ``G`` (``L = G G^T``), at one rank
-  (:func:`nystroem_in_sample_error`) or at every prefix ``G[:, :k]`` at once
-  (:func:`prefix_path`), and the nested factor itself grown one pivot at a
-  time (:func:`nested_factor`);
-* the smallest rank past which the error stays close to exact
-  (:func:`smallest_sufficient_rank`);
-* text tables (:func:`format_table`) and the pooled real data sets
-  (:func:`load_pooled`).
+* the in-sample error of every prefix ``G[:, :k]`` of a Nystroem factor at
+  once (:func:`prefix_path`) and the smallest rank past which it stays close
+  to exact (:func:`smallest_sufficient_rank`);
+* text tables (:func:`format_table`).
 
 The mechanics of a measurement (child processes, the A B A B protocol, the
 run record, results files and their history) are in ``_harness.py``.
 """
 
 import math
-import threading
-import time
+import os
+from pathlib import Path
 
 import numpy as np
 from scipy import linalg
 from sklearn.utils import Bunch
 
-from sklearn_dof import (
-    DegreesOfFreedom,
-    partial_cholesky,
-    pivoted_cholesky,
-    uniform_columns,
-)
+from sklearn_dof import DegreesOfFreedom
 from sklearn_dof.datasets import make_periodic_spline, periodic_spline_kernel
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The real data sets of the benchmarks and their public sources.  The
+#: scripts read local copies, ``<name>.npz`` in :func:`data_dir` (arrays
+#: ``X``, ``y`` and, where the source has a fixed split, ``is_test``); the
+#: README of that folder gives the repository, commit and licence of each.
+DATA_SETS = {
+    "abalone": "UCI / Delve abalone",
+    "ailerons": "Torgo's F-16 ailerons (OpenML 296)",
+    "bank32nh": "Delve bank-32nh",
+    "bank32nm": "Delve bank-32nm",
+    "cpu_act": "Delve comp-activ cpuAct (OpenML 197)",
+    "cpu_small": "Delve comp-activ cpuSmall (OpenML 227)",
+    "kin40k": "kin40k (Schwaighofer and Tresp 2002), its 10,000 / 30,000 split",
+    "pol": "pole telecom (Weiss and Indurkhya), its 10,000 / 5,000 split",
+    "pumadyn32nm": "Delve pumadyn-32nm",
+    "pumadyn32nm_snelson": "pumadyn32nm, the Seeger / Snelson split",
+    "a9a_adult": "LIBSVM a9a / a9a.t (UCI Adult)",
+    "ijcnn1": "LIBSVM ijcnn1 (IJCNN 2001 challenge)",
+    "pendigits": "UCI pen-based recognition of handwritten digits",
+    "satimage": "UCI Statlog (Landsat satellite)",
+}
+
+
+def data_dir():
+    """The folder of the local copies: the environment variable
+    ``SKLEARN_DOF_DATA``, else ``../shared/data``; a relative path is taken
+    from the repository root."""
+    return ROOT / os.environ.get("SKLEARN_DOF_DATA", "../shared/data")
+
+
+def load_data(name, directory=None):
+    """``X``, ``y`` (float64) and ``is_test`` (None without a fixed split) of
+    a data set of :data:`DATA_SETS`, from ``directory`` (default
+    :func:`data_dir`)."""
+    path = Path(directory or data_dir()) / f"{name}.npz"
+    if not path.exists():
+        source = DATA_SETS.get(name, "unknown source")
+        raise FileNotFoundError(
+            f"{path}: no local copy of {name} ({source}); set SKLEARN_DOF_DATA"
+        )
+    with np.load(path) as data:
+        is_test = data["is_test"] if "is_test" in data.files else None
+        return data["X"].astype(np.float64), data["y"].astype(np.float64), is_test
+
+
+def load_split(name, seed=0, pooled=False):
+    """Train and test rows of a data set: its split, else (or ``pooled``,
+    its rows pooled) a seeded 80/20."""
+    X, y, test = load_data(name)
+    if test is None or pooled:
+        order = np.random.RandomState(seed).permutation(X.shape[0])
+        test = np.zeros(X.shape[0], dtype=bool)
+        test[order[int(0.8 * X.shape[0]) :]] = True
+    return X[~test], y[~test], X[test], y[test]
+
 
 # The paper's lambda range, wide enough that the optimum of every periodic
 # spline problem of Bach (2013) at n <= 10^4 lies inside it.
 DEFAULT_LAMBDAS = np.logspace(-9, -1, 25)
 
 
-def seconds_in_threads(function, threads):
-    """Wall seconds of ``function(i)`` for ``i`` in ``range(threads)``, each
-    on a Python thread of its own, all at once."""
-    workers = [threading.Thread(target=function, args=(i,)) for i in range(threads)]
-    t = time.perf_counter()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    return time.perf_counter() - t
-
-
-def make_problem(n_samples, *, beta, delta, design="uniform", noise=1.0, seed=0):
-    """One periodic spline problem of Bach (2013), Section 4.
-
-    A thin wrapper of :func:`sklearn_dof.datasets.make_periodic_spline` so
-    that every benchmark names its problems, and seeds them, the same way.
-
-    Returns
-    -------
-    data : Bunch
-        ``X``, ``y``, ``f`` (noiseless target), ``K`` and ``name``.
-    """
-    data = make_periodic_spline(
-        n_samples,
-        beta=beta,
-        delta=delta,
-        design=design,
-        noise=noise,
-        random_state=seed,
-    )
-    data.name = problem_name(beta=beta, delta=delta, design=design)
-    return data
-
-
 def make_problems(n_samples, *, beta, deltas, design="uniform", noise=1.0, seed=0):
     """The problems of several targets on one design, sharing one kernel matrix.
 
-    Equal to ``[make_problem(n_samples, beta=beta, delta=d, ...) for d in
-    deltas]``: :func:`~sklearn_dof.datasets.make_periodic_spline` draws the
+    One :func:`~sklearn_dof.datasets.make_periodic_spline` problem per
+    ``delta`` in ``deltas``: it draws the
     points and then the noise from ``seed`` whatever the decays, so every
     target sees the same points and the same ``K``.  The kernel matrix is the
     costly part (for ``beta = 4`` a 180-term cosine series over ``n^2``
@@ -196,20 +209,6 @@ def best_penalty(krr, y, f, lambdas=DEFAULT_LAMBDAS):
     )
 
 
-def nystroem_fitted(G, y, alpha):
-    """``G (G^T G + alpha I)^-1 G^T y``, i.e. ``L (L + alpha I)^-1 y``."""
-    r = G.shape[1]
-    if r == 0:
-        return np.zeros(G.shape[0])
-    weights = linalg.solve(G.T @ G + alpha * np.eye(r), G.T @ y, assume_a="pos")
-    return G @ weights
-
-
-def nystroem_in_sample_error(G, y, f, alpha):
-    """In-sample error of kernel ridge on the Nystroem approximation G G^T."""
-    return in_sample_error(nystroem_fitted(G, y, alpha), f)
-
-
 def prefix_path(G, y, f, alpha):
     """In-sample error and d_eff lower bound of every prefix ``G[:, :k]``.
 
@@ -244,67 +243,6 @@ def prefix_path(G, y, f, alpha):
     errors = np.concatenate([[np.mean(f**2)], ((fitted - f[:, None]) ** 2).mean(0)])
     dof_lower = np.concatenate([[0.0], np.cumsum((Q * Q).sum(axis=0))])
     return Bunch(errors=errors, dof_lower=dof_lower)
-
-
-def nested_factor(K, n_pivots, *, sampling="uniform", random_state=None):
-    """One partial Cholesky factor of K whose column prefixes are nested.
-
-    Every prefix of the factor's columns is the Nystroem approximation on a
-    prefix of the pivots, so :func:`prefix_path` scores all the ranks at
-    once: :func:`sklearn_dof.partial_cholesky` on a uniform order, or
-    :func:`sklearn_dof.pivoted_cholesky` (the same pivots as greedy pivoting
-    one at a time).
-
-    Parameters
-    ----------
-    K : ndarray of shape (n, n)
-        Kernel matrix.
-    n_pivots : int
-        Number of pivots ``p_max`` (clipped to ``n``).
-    sampling : {"uniform", "pivoted"}, default="uniform"
-        Uniform random order (the permutation ``DoFNystroem`` draws with the
-        same ``random_state``) or greedy pivoting on the largest residual.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the uniform order.
-
-    Returns
-    -------
-    factor : Bunch
-        ``factor`` G (n, rank), ``pivots``, and arrays of shape
-        ``(p_max + 1,)`` indexed by the number of pivots ``p``: ``rank``
-        (columns of G that the first ``p`` pivots span, less than ``p`` once
-        K is numerically exhausted), ``residual_trace`` ``tr(K - L_p)`` and
-        ``residual_max`` ``max_i (K - L_p)_ii``.
-    """
-    n = K.shape[0]
-    n_pivots = min(n_pivots, n)
-    if sampling == "uniform":
-        pivots = uniform_columns(n, n_pivots, random_state=random_state)
-        G, rank = partial_cholesky(K, pivots)
-    elif sampling == "pivoted":
-        # Greedy pivoting stops once the residual is rounding noise: past
-        # that every further pivot adds no rank.
-        pivots, G = pivoted_cholesky(K, n_pivots)
-        rank = np.minimum(np.arange(n_pivots + 1), pivots.size)
-    else:
-        raise ValueError(f"Unknown sampling {sampling!r}.")
-    # The residual diagonal diag(K - G_k G_k^T) of each rank k, one column
-    # of G at a time (clipped at zero as rounding leaves it).
-    residual = np.clip(np.diag(K).astype(np.float64), 0, None)
-    trace_of = np.empty(G.shape[1] + 1)
-    top_of = np.empty(G.shape[1] + 1)
-    trace_of[0], top_of[0] = residual.sum(), residual.max()
-    for k in range(G.shape[1]):
-        residual -= np.square(G[:, k], dtype=np.float64)
-        np.clip(residual, 0, None, out=residual)
-        trace_of[k + 1], top_of[k + 1] = residual.sum(), residual.max()
-    return Bunch(
-        factor=G,
-        pivots=np.asarray(pivots, dtype=np.intp),
-        rank=rank,
-        residual_trace=trace_of[rank],
-        residual_max=top_of[rank],
-    )
 
 
 def smallest_sufficient_rank(ranks, ratios, tol=0.01):
@@ -367,12 +305,11 @@ def format_table(rows, columns, *, markdown=False):
     return "\n".join(lines)
 
 
-def load_pooled(path, n_train, seed=0):
-    """A data set of ``../shared/data`` with its train and test files pooled:
-    shuffled once (``seed``), X and y standardised, the first ``n_train``
-    rows for training and the rest for testing."""
-    d = np.load(path)
-    X, y = d["X"], d["y"].astype(np.float64)
+def load_pooled(name, n_train, seed=0):
+    """A data set with its train and test rows pooled: shuffled once
+    (``seed``), X and y standardised, the first ``n_train`` rows for
+    training and the rest for testing."""
+    X, y, _ = load_data(name)
     order = np.random.RandomState(seed).permutation(X.shape[0])
     X, y = X[order], y[order]
     X = (X - X.mean(0)) / X.std(0)

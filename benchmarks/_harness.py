@@ -45,7 +45,6 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parent
 ROOT = BENCHMARKS.parent
 RESULTS = BENCHMARKS / "results"
-SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 def display_path(path):

@@ -30,10 +30,9 @@ import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
-from _common import SpectralKRR, shrinkage, smallest_sufficient_rank
+from _common import SpectralKRR, load_data, shrinkage, smallest_sufficient_rank
 from scipy import linalg, optimize
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils import Bunch
@@ -43,7 +42,6 @@ from sklearn_dof.datasets import periodic_spline_kernel
 
 TOL = 0.01  # "no loss": at most 1% worse than exact kernel ridge
 NOISE = 1.0  # standard deviation of the noise of the synthetic problems
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # Residual diagonals below this fraction of max(diag K) add no rank, as in
 # sklearn_dof.pivoted_cholesky's default.
 RTOL = 1e-12
@@ -494,13 +492,13 @@ REAL_DATASETS = {
 }
 
 
-def load_regression(name, data_dir=SHARED_DATA):
-    """``X, y`` of a shared data set, or None when the file is missing."""
-    path = Path(data_dir) / f"{name}.npz"
-    if not path.exists():
+def load_regression(name, data_dir=None):
+    """``X, y`` of a data set (:func:`_common.load_data`), or None when its
+    local copy is missing."""
+    try:
+        return load_data(name, data_dir)[:2]
+    except FileNotFoundError:
         return None
-    with np.load(path) as data:
-        return data["X"].astype(np.float64), data["y"].astype(np.float64)
 
 
 def standardize(X_train, X_test, y_train, y_test):

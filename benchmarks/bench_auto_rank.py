@@ -38,7 +38,7 @@ keywords after a colon, joined by ``+``: ``auto:loss_tol=0.02+max_components=300
 
 Problems (``--sets``, ``--part``):
 
-* the regression sets of ``../shared/data`` (pumadyn32nm,
+* the regression sets of :data:`_common.DATA_SETS` (pumadyn32nm,
   pumadyn32nm_snelson, bank32nh, bank32nm, kin40k, pol, cpu_small,
   cpu_act, ailerons, abalone): the fixed split where the file has one
   (``is_test``), else a seeded 80/20 split; at most ``--n-train`` training
@@ -54,13 +54,12 @@ Problems (``--sets``, ``--part``):
   beta in {1, 2, 4}, delta in {2, 8}, ``--spline-n`` points, noise 1,
   :func:`_common.make_problems`), ``kernel="precomputed"``: the in-sample
   error against the noiseless target, with the oracle penalty of the
-  paper (:func:`_common.best_penalty` over ``_common.DEFAULT_LAMBDAS``), as
-  in ``calibrate_auto_rank.py``;
+  paper (:func:`_common.best_penalty` over ``_common.DEFAULT_LAMBDAS``);
 * the classification sets (a9a_adult, ijcnn1; ``--part classification``):
   :class:`sklearn_dof.DoFKernelLogisticRegression` against exact kernel
   logistic regression (scikit-learn's ``LogisticRegression``,
   ``newton-cholesky``, ``C = 1 / alpha``, on the Cholesky features of
-  ``K + 1e-8 I``, as in ``bench_logistic.py``), test log-loss, at most
+  ``K + 1e-8 I``), test log-loss, at most
   ``--n-train-classification`` training rows, the penalty minimising the
   exact test log-loss over ``CLASSIFICATION_LAMBDAS``; both with an
   intercept.
@@ -116,10 +115,10 @@ from _common import (
     SpectralKRR,
     best_penalty,
     format_table,
+    load_data,
     make_problems,
 )
 from _harness import (
-    SHARED_DATA,
     add_arguments,
     alternate,
     append_history,
@@ -253,9 +252,7 @@ def part_of(name):
 
 def split_rows(name, seed, n_train, n_test):
     """Standardised train/test rows of a shared data set (see the docstring)."""
-    with np.load(SHARED_DATA / f"{name}.npz") as data:
-        X, y = data["X"].astype(np.float64), data["y"].astype(np.float64)
-        is_test = data["is_test"] if "is_test" in data.files else None
+    X, y, is_test = load_data(name)
     rng = np.random.RandomState(seed)
     if is_test is None:
         order = rng.permutation(X.shape[0])

@@ -63,7 +63,6 @@ import numpy as np
 from _common import load_pooled
 from _harness import (
     ROOT,
-    SHARED_DATA,
     add_arguments,
     alternate,
     append_history,
@@ -75,7 +74,6 @@ from _harness import (
 )
 
 BENCHMARK = "falkon"
-DATA = SHARED_DATA / "kin40k.npz"
 # (gamma, lambda, default training rows) of each problem: kin40k, and the
 # synthetic problem of bench_scaling.py (X ~ N(0, I_8), a smooth target of
 # unit scale, noise 0.1; its 10,000 test rows) at the penalty of the GPU
@@ -97,7 +95,7 @@ def load(n_train=N_TRAIN, data="kin40k"):
 
         X, y, X_test, y_test, _ = make_data(n_train, 8)
         return X, y, X_test, y_test
-    return load_pooled(DATA, n_train)
+    return load_pooled("kin40k", n_train)
 
 
 def centres(n, M):

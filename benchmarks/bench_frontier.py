@@ -55,6 +55,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import load_split
 from _harness import (
     add_arguments,
     append_history,
@@ -65,10 +66,21 @@ from _harness import (
     timed_fit,
     write_results,
 )
-from bench_defaults import REGRESSION, load
 
 BENCHMARK = "frontier"
 EXACT_LAMBDAS = np.logspace(-6, 0, 7)
+REGRESSION = (
+    "abalone",
+    "pumadyn32nm",
+    "pumadyn32nm_snelson",
+    "bank32nh",
+    "bank32nm",
+    "cpu_small",
+    "cpu_act",
+    "kin40k",
+    "pol",
+    "ailerons",
+)
 CLASSIFICATION = ("a9a_adult", "ijcnn1", "pendigits", "satimage")
 
 
@@ -157,7 +169,7 @@ def _exact(X, y, X_test):
 
 
 def child(case):
-    X, y, X_test, y_test = load(case["set"])
+    X, y, X_test, y_test = load_split(case["set"])
     system = case["system"]
     classification = case["set"] in CLASSIFICATION
     stop = rss_probe()
@@ -343,7 +355,7 @@ def main(argv=None):
         todo = [s for s in systems if s in wanted]
         if name in CLASSIFICATION:  # (no exact reference, no cap to compare)
             todo = [s for s in todo if s not in ("exact", "ours-640")]
-        if "exact" in todo and load(name)[0].shape[0] > args.exact_max_rows:
+        if "exact" in todo and load_split(name)[0].shape[0] > args.exact_max_rows:
             todo.remove("exact")
         for system in todo:
             case = {"set": name, "system": system}

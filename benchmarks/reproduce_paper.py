@@ -58,13 +58,13 @@ import matplotlib
 import matplotlib.ticker
 import numpy as np
 from _common import SpectralKRR, make_problems
+from _common import data_dir as data_dir_default
 from _harness import append_history, results_dir, start_run, write_json
 from _paper import (
     DECAYS,
     LOG_LAMBDA_GRID,
     NOISE,
     REAL_DATASETS,
-    SHARED_DATA,
     TOL,
     CirculantKRR,
     Decay,
@@ -805,7 +805,7 @@ def run_real(name, X_all, y_all, n, split, cfg):
     return rec
 
 
-def run_figure3(cfg, data_dir=SHARED_DATA):
+def run_figure3(cfg, data_dir=None):
     out = {
         "datasets": {},
         "note": (
@@ -823,7 +823,10 @@ def run_figure3(cfg, data_dir=SHARED_DATA):
     for name, label in REAL_DATASETS.items():
         loaded = load_regression(name, data_dir)
         if loaded is None:
-            print(f"  {name}: missing from {data_dir}, skipped", flush=True)
+            print(
+                f"  {name}: missing from {data_dir or data_dir_default()}, skipped",
+                flush=True,
+            )
             continue
         X_all, y_all = loaded
         records = []
@@ -1058,7 +1061,7 @@ def main(argv=None):
     parser.add_argument(
         "--parts", nargs="+", choices=PARTS, default=list(PARTS), help="default: all"
     )
-    parser.add_argument("--data-dir", type=Path, default=SHARED_DATA)
+    parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--blas-threads", type=int, default=1)
     parser.add_argument(
         "--replot",
@@ -1067,7 +1070,7 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     # Most BLAS calls here are small; threads would only oversubscribe a
-    # shared machine (see calibrate_auto_rank.py).
+    # shared machine.
     if args.replot:
         return replot(args.output_dir)
     with threadpool_limits(limits=args.blas_threads, user_api="blas"):

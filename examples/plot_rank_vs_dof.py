@@ -193,5 +193,5 @@ for key, problem in data.items():
 # worst-case bound that exceeds ``n`` here; the curves show that the constant
 # in front of ``d_max`` is small in practice.  The constants of the automatic
 # rule come from the same experiment run over 18 problems and 20 seeds
-# (``benchmarks/calibrate_auto_rank.py``, results in
-# ``benchmarks/results/calibrate_auto_rank/table.md``).
+# (``benchmarks/results/calibrate_auto_rank/table.md``; see the developer
+# notes on the paper's rule).
