@@ -5,97 +5,51 @@ For every problem, seed, column sampler (``uniform``, ``pivoted``,
 ``n_components`` such as ``"auto"`` or ``"dof"``, optionally with estimator
 keywords after a colon, joined by ``+``: ``auto:loss_tol=0.02+max_components=3000``):
 
-* **success**: the rule's own error (its fitted model, not a refit) is at
-  most ``1.01 x`` that of the exact kernel method at the same penalty;
-* **p / p_oracle**: the rule's rank ``n_components_`` over the oracle rank,
-  the smallest int ``n_components`` (same sampler, same seed) whose error
-  meets the same bar.  The oracle is found by bisection over integers,
-  assuming the error decreases with the rank: a bracket is grown by
-  doubling (or halving) from the ranks already scored (the int fits at the
-  rules' ranks, below), then split geometrically until ``hi / lo <= 1.02``;
-  ``p_oracle`` is ``hi``, the smallest rank known to meet the bar (within 2%
-  of the crossing under monotonicity; every scored rank is kept in the JSON
-  so that non-monotone curves show).  When even ``n_components = n_train``
-  misses the bar, ``p_oracle = n_train`` and the case is flagged
-  ``oracle_unmet``;
-* **time ratio**: the fit time of the rule over that of an int fit at the
-  rank the rule chose (``n_components=model.n_components_``), measured in
-  the same process after a small warm-up fit: the rule, the int fit, then
-  both again in turn (``--timing-repeats``, default 2), the fastest of
-  each (the first fit of a process pays the first touch of memory that the
-  fits after it find mapped; every run's seconds are in the JSON,
-  ``fit_seconds_runs`` and ``int_fit_seconds_runs``);
-* **peak RSS**: each rule fit runs in a fresh child process
-  (:func:`_harness.run_child`, ``--threads`` BLAS threads) that loads the
-  case's arrays and makes a small warm-up fit; then it reads its resident
-  memory (``rss_before_fit_mb``: imports and data), resets its peak
-  (``/proc/self/clear_refs``), fits the rule and reads the peak
-  (``peak_rss_mb``, ``VmHWM``: the highest resident memory during the fit,
-  data included; ``fit_rss_increase_mb`` is the difference, what the fit
-  added).  Not ``ru_maxrss``: Linux carries it over ``fork`` + ``exec``, so
-  a child would start at its parent's peak.  ``--rss none`` fits in the
-  parent instead and records no memory.
+* **success**: the rule's own error (its fitted model) is at most ``1.01 x``
+  that of the exact kernel method at the same penalty;
+* **p / p_oracle**: the rule's rank over the oracle rank, the smallest int
+  ``n_components`` (same sampler, same seed) that meets the same bar, found
+  by bisection over integers (a bracket grown by doubling from the ranks
+  already scored, split until ``hi / lo <= 1.02``; every scored rank is in
+  the JSON).  Where even ``n_train`` misses the bar, ``p_oracle = n_train``
+  and the case is flagged ``oracle_unmet``;
+* **time ratio**: the rule's fit time over an int fit at the rank it chose,
+  in the same process after a warm-up fit, in turn ``--timing-repeats``
+  times, the fastest of each;
+* **peak RSS**: each rule fit runs in a child process
+  (:func:`_harness.run_child`) that resets its peak (``VmHWM``) before the
+  fit (``--rss none``: in the parent, no memory recorded).
 
 Problems (``--sets``, ``--part``):
 
-* the regression sets of :data:`_common.DATA_SETS` (pumadyn32nm,
-  pumadyn32nm_snelson, bank32nh, bank32nm, kin40k, pol, cpu_small,
-  cpu_act, ailerons, abalone): the fixed split where the file has one
-  (``is_test``), else a seeded 80/20 split; at most ``--n-train`` training
-  and ``--n-test`` test rows drawn with the seed; X and y standardised with
-  the training statistics; RBF kernel, ``gamma = 1 / n_features``.  The
-  penalty ``alpha = n_train * lambda`` minimises the test MSE of exact kernel
-  ridge over ``lambda`` in ``LAMBDAS`` (one eigendecomposition); the
-  reference error is the test MSE of
-  :class:`sklearn.kernel_ridge.KernelRidge` at that penalty.  KernelRidge has
-  no intercept, so every ``DoFKernelRidge`` here is fitted with
-  ``fit_intercept=False`` (y is centred on the training rows);
+* the regression sets of :data:`_common.DATA_SETS`: the set's split, else
+  a seeded 80/20; at most ``--n-train`` / ``--n-test`` rows drawn with the
+  seed, standardised; RBF kernel, ``gamma = 1 / n_features``; the penalty
+  minimising the test MSE of exact kernel ridge over ``LAMBDAS``, the
+  reference :class:`sklearn.kernel_ridge.KernelRidge` at that penalty (no
+  intercept, so ``fit_intercept=False`` here, y centred);
 * the periodic spline problems of Bach (2013) (``spline_b{beta}_d{delta}``,
-  beta in {1, 2, 4}, delta in {2, 8}, ``--spline-n`` points, noise 1,
-  :func:`_common.make_problems`), ``kernel="precomputed"``: the in-sample
-  error against the noiseless target, with the oracle penalty of the
-  paper (:func:`_common.best_penalty` over ``_common.DEFAULT_LAMBDAS``);
+  beta in {1, 2, 4}, delta in {2, 8}, ``--spline-n`` points, noise 1),
+  ``kernel="precomputed"``: the in-sample error against the noiseless
+  target at the paper's oracle penalty (:func:`_common.best_penalty`);
 * the classification sets (a9a_adult, ijcnn1; ``--part classification``):
   :class:`sklearn_dof.DoFKernelLogisticRegression` against exact kernel
-  logistic regression (scikit-learn's ``LogisticRegression``,
-  ``newton-cholesky``, ``C = 1 / alpha``, on the Cholesky features of
-  ``K + 1e-8 I``), test log-loss, at most
-  ``--n-train-classification`` training rows, the penalty minimising the
-  exact test log-loss over ``CLASSIFICATION_LAMBDAS``; both with an
-  intercept.
-
-The seed draws the subsample (real data), the points and the noise
-(splines) and the landmarks.  A rule that fails (a value the installed
-package does not know yet, say) is recorded with its error message.
+  logistic regression (``LogisticRegression(solver="newton-cholesky", C =
+  1 / alpha)`` on the Cholesky features of ``K + 1e-8 I``), test log-loss,
+  the penalty minimising it over ``CLASSIFICATION_LAMBDAS``.
 
 Targets of the default rule (printed beside the summary): success rate
 >= 0.95, median p / p_oracle <= 1.5, max <= 3, median time ratio <= 1.5.
 
-Results go to ``--output-dir`` (default ``results/auto_rank/<part>_n<rows>``,
-e.g. ``regression_n2000``; ``custom`` for ``--sets``): ``results.json``
-(rewritten after every problem), ``summary.md`` and ``auto_rank.png``
-(p / p_oracle per set and rule, hollow markers for misses; skipped without
-matplotlib); the headline (per part, rule and sampler: success rate,
-median and max p / p_oracle, median time ratio, peak RSS) is appended to
-``results/auto_rank/history.jsonl``.  ``results.json`` holds ``run`` (commit,
-date, machine, command); ``config``; ``cases`` (one per set and seed: sizes,
-``gamma``, ``lambda_``, ``alpha``, ``lambda_at_edge``, ``metric``,
-``error_exact``, the exact error over the penalty grid); ``oracles`` (one per
-set, seed and sampler: ``p_oracle``, ``oracle_unmet``, every scored
-``[rank, error / exact]``); ``records`` (one per set, seed, sampler and
-rule: ``n_components``, ``error``, ``ratio``, ``success``, ``p_oracle``,
-``p_over_oracle``, ``fit_seconds``, ``int_fit_seconds``, ``int_error``,
-``time_ratio``, ``estimated_loss``, ``dof``, ``effective_dof``, the RSS
-fields, the fit's ``warnings``, or ``error_message`` when the fit failed);
-``summary`` (per part, rule and sampler: ``success_rate``, ``ratio_max``,
-``p_over_oracle_median`` / ``_max``, ``time_ratio_median`` / ``_max``,
-``peak_rss_mb_max``, ``meets_targets``) and ``summary_by_set``.
+Results go to ``--output-dir`` (default ``results/auto_rank/<part>_n<rows>``;
+``custom`` for ``--sets``): ``results.json`` (``run``, ``config``,
+``cases``, ``oracles``, one of ``records`` per set, seed, sampler and rule,
+``summary``; rewritten after every problem), ``summary.md`` and
+``auto_rank.png``; the headline goes to ``results/auto_rank/history.jsonl``.
 
 Usage::
 
     python benchmarks/bench_auto_rank.py                   # several hours
-    # (pumadyn32nm alone, one seed, four samplers, auto and dof: ~10 minutes
-    # on one BLAS thread: its penalty asks for ranks near n_train)
     python benchmarks/bench_auto_rank.py --quick --rules auto   # < 1 minute
     python benchmarks/bench_auto_rank.py --part classification --seeds 0
     python benchmarks/bench_auto_rank.py --sets abalone,spline_b1_d2 \\

@@ -1,6 +1,6 @@
 """The defaults on the accuracy/time frontier: every data set.
 
-On each set of ``../shared/data`` (its fixed split, else a seeded 80/20;
+On each set of ``_common.DATA_SETS`` (its fixed split, else a seeded 80/20;
 inputs standardised inside each pipeline), in a fresh process per fit, on
 ``--threads`` threads, scikit-learn's RBF ``gamma = 1 / n_features`` for
 every system:

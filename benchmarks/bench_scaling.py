@@ -1,84 +1,43 @@
-"""Fit time, memory and accuracy against n, against sklearn and exact kernel ridge.
+"""Fit time and memory against n, beside the physical floor and scikit-learn.
 
-Every measurement runs in a child process of its own, so that its peak
-resident memory (``ru_maxrss``) is its own; each child measures the float64
-GEMM rate of the machine just before its fit, so that the *physical floor*
-beside each fit time comes from the same moment:
+Every fit runs in a child process of its own (its peak RSS is its own), on
+``--threads`` BLAS threads, and measures the float64 GEMM rate just after
+its fit, so that the *physical floor* beside each time is of the same
+moment: ``n p^2 / (GEMM rate)`` (the Gram matrix ``Phi^T Phi``) plus the
+kernel block ``K(X, I)`` formed once by a fused numpy RBF written here
+(:func:`rbf_block`, within a few percent of the library's own kernel code).
+The problem: ``X ~ N(0, I_d)``, a smooth target plus ``N(0, 0.1^2)`` noise,
+``gamma = 1 / 18``, ``lambda = 1e-6`` (``alpha = n lambda``), 10,000 test
+rows; test errors against the noise-free target (``test_mse``) and against
+noisy labels (``test_mse_noisy``).
 
-    floor = n p^2 / (GEMM flop rate) + (kernel evaluation time of the n x p
-    block, measured on one block and scaled),
+Parts (``--parts``):
 
-the cost of accumulating the ``p x p`` Gram matrix ``Phi^T Phi`` (a
-symmetric rank-n update, ``n p^2`` flops) plus forming ``K(X, I)`` once with
-a fused RBF evaluation written here (:func:`rbf_block`: per cache-sized
-chunk of rows one GEMM that carries the squared norms, then the clip and the
-exponential in place; a group of rows per thread), within a few percent of
-the library's own, private, kernel code on 20,000 x 500 and 20,000 x 2,000
-blocks (2 threads) and 2-3x faster than scikit-learn's ``rbf_kernel``: the
-floor is not padded.  Each child runs with ``--threads`` BLAS threads (2 by
-default, the issue's setting), except the ``exact`` part, on one thread for
-both systems (OpenBLAS crashes in KernelRidge's 20,000 x 20,000 solve on two
-threads here).
-
-The problem is the one of the performance issue: ``X ~ N(0, I_d)``, a smooth
-target plus ``N(0, 0.1^2)`` noise, the Gaussian kernel with ``sigma = 3``
-(``gamma = 1 / 18``), the paper's ``lambda = 1e-6`` (``alpha = n * 1e-6``),
-10,000 test rows.
-
-Parts (``--parts``, all by default):
-
-* ``scaling``: :class:`sklearn_dof.DoFKernelRidge` (uniform, ``p`` fixed)
-  for ``n`` in {1e4, 1e5, 1e6} and 8 and 32 features, float64 and float32;
-* ``sklearn``: ``make_pipeline(Nystroem, Ridge)`` of scikit-learn at the same
-  ``p`` and the same ``n`` (up to 2e5: at 1e6 its 16 GB feature matrix does
-  not fit this machine), beside ours;
-* ``equal_error``: the rank each column rule needs to come within 1% of the
-  best test error, and its fit time (sklearn's Nystroem, and ours with
-  uniform, pivoted, rpcholesky and leverage columns, and ``"auto"``);
-* ``exact``: exact :class:`sklearn.kernel_ridge.KernelRidge` at n = 20,000
-  against ours at several ranks (error ratios, fraction of its time; the
-  exact fit and the fixed ranks run in ``--exact-repeat`` rounds, 3 by
-  default, and their median times are compared);
-* ``auto``: ``n_components="auto"`` against a fit at the rank it chose,
-  given as an int (the cost of choosing the rank);
+* ``scaling``: :class:`sklearn_dof.DoFKernelRidge`, ``p`` fixed, ``n`` in
+  {1e4, 1e5, 1e6}, 8 and 32 features, float64 and float32;
+* ``sklearn``: scikit-learn's ``Nystroem + Ridge`` beside ours, ``n`` up to
+  2e5 (its 16 GB of features at 1e6 do not fit a small machine);
+* ``auto``: ``n_components="auto"`` against the int fit at the rank it
+  chose, A B A B (``--auto-repeat``), medians;
 * ``predict``: throughput on 10,000 rows and single-row latency;
-* ``cores``: fit time against the thread count (1, 2, 4, 8, 16, as many as
-  the machine has) at n = 2e5 and 1e6 (``p`` fixed, uniform landmarks),
-  each beside the floor measured in the same child at the same thread
-  count, scikit-learn's pipeline at the largest count, ``"auto"`` with the
-  default sampler (n = 1e5, ``lambda = 1e-3``) and prediction throughput
-  against the thread count.  Each child runs its fit with ``n_jobs=None``
-  under ``OMP_NUM_THREADS`` = its thread count, and reports how many threads
-  the library's pool started.
-
-Test errors are reported against the noise-free target (``test_mse``, the
-excess risk) and against noisy test labels (``test_mse_noisy``, the measure
-of the issue's reference table).  Falkon itself is measured by
-``bench_falkon.py`` (built from source in a scratch environment); here the
-summary ``vs_falkon_reference`` rescales an older issue's Falkon times by the
-ratio of scikit-learn's time measured in this run to scikit-learn's time in
-the same table (the machines differ in speed; the ratio Falkon /
-scikit-learn does not); its test errors, from another target function, are
-not comparable.
+* ``cores``: fit time against the thread count at n = 2e5 and 1e6, each
+  beside its floor at the same count, scikit-learn at the largest count,
+  ``"auto"`` and prediction against the thread count (``n_jobs=None`` under
+  ``OMP_NUM_THREADS``; ``pool_threads``: the threads the library started).
 
 Usage::
 
-    python benchmarks/bench_scaling.py                 # about 30 minutes
-    python benchmarks/bench_scaling.py --quick         # about 4 minutes
-    python benchmarks/bench_scaling.py --parts exact,auto --threads 1
+    python benchmarks/bench_scaling.py                 # every part
+    python benchmarks/bench_scaling.py --quick         # small sizes
     python benchmarks/bench_scaling.py --parts auto --auto-sizes 100000,1000000 \\
         --auto-lambdas 1e-3,1e-5 --auto-samplers uniform
     python benchmarks/bench_scaling.py --resummarise   # summaries, plot again
     python benchmarks/bench_scaling.py --parts cores --output-dir DIR
 
-Results: ``results.json`` (every number; one entry per set of parts, each
-with its run record) and ``scaling.png`` in ``--output-dir`` (default
-``benchmarks/results/scaling``; the thread scaling of the 2-core machine is
-in ``scaling/cores_2``, of a 16-core one in ``scaling/cores_16``, the cost
-of ``"auto"`` in ``scaling/auto_cost`` and ``scaling/auto_cost_cores_16``);
-the headline of each run (the summary's ratios) is appended to
-``results/scaling/history.jsonl``.  Use an idle machine: the ratios are
-measured side by side, the absolute times are not.
+Results: ``results.json`` (one entry per set of parts, each with its run
+record) and ``scaling.png`` in ``--output-dir`` (default
+``benchmarks/results/scaling``), the headline in
+``results/scaling/history.jsonl``.  Use an idle machine.
 """
 
 import argparse
@@ -110,11 +69,6 @@ DEFAULT_OUTPUT = results_dir(BENCHMARK)
 GAMMA = 1.0 / 18.0
 LAMBDA = 1e-6
 N_TEST = 10_000
-# The issue's reference table (n, sklearn Nystroem + Ridge fit s, Falkon 0.9
-# CPU fit s, Falkon test MSE on noisy labels), 2,000 centres, 2 threads.
-FALKON_REFERENCE = [(50_000, 27.5, 22.4, 0.01613), (200_000, 90.9, 86.4, 0.01577)]
-
-
 # ----------------------------------------------------------------- the child
 
 
@@ -240,10 +194,6 @@ def make_model(system, n, p, sampling="uniform", lam=LAMBDA):
         return make_pipeline(
             Nystroem(gamma=GAMMA, n_components=p, random_state=0), Ridge(alpha=alpha)
         )
-    if system == "exact":
-        from sklearn.kernel_ridge import KernelRidge
-
-        return KernelRidge(alpha=alpha, kernel="rbf", gamma=GAMMA)
     raise ValueError(system)
 
 
@@ -316,11 +266,7 @@ def child(case):
 
 
 def run_case(case, threads, timeout=3600):
-    # The exact solve runs on one thread: OpenBLAS 0.3.31 (scipy-openblas)
-    # crashes with a segmentation fault in the 20,000 x 20,000 positive
-    # definite solve of KernelRidge on two threads on this machine, so that
-    # part compares both systems on one thread each.
-    threads = 1 if case["part"] == "exact" else case.get("threads", threads)
+    threads = case.get("threads", threads)
     start = time.perf_counter()
     result = run_child(__file__, case, threads, check=False, timeout=timeout)
     result.pop("child_wall_s", None)
@@ -358,31 +304,6 @@ def _auto_against_int(case, result, args):
         int_fit_s=median(int_times),
     )
     return result
-
-
-def _repeated(group, args):
-    """Each case of ``group`` run ``--exact-repeat`` times, in turn, medians.
-
-    The exact part compares fit times a factor of twenty apart, each varying
-    by 5-10% from run to run here: one run of each can put the ratio on
-    either side of a target.  Rounds that run every case once, in turn,
-    keep a slow spell of the machine from landing on one system only.
-    """
-    runs = alternate(
-        lambda _, case: run_case(case, args.threads),
-        dict(enumerate(group)),
-        args.exact_repeat,
-    ).values()
-    results = []
-    for case_runs in runs:
-        done = [r for r in case_runs if "fit_s" in r]
-        if not done:
-            results.append(case_runs[0])
-            continue
-        times = [r["fit_s"] for r in done]
-        result = dict(done[0], fit_s_runs=times, fit_s=median(times))
-        results.append(result)
-    return results
 
 
 def _line(r):
@@ -466,38 +387,10 @@ def cases(
         for n in ns:
             for system in ("ours", "sklearn"):
                 out.append(dict(part="sklearn", system=system, n=n, d=8, p=p, floor=1))
-    if "equal_error" in parts:
-        n = 20_000 if quick else 50_000
-        ranks = [125, 250, 500] if quick else [250, 500, 1000, 2000, 3000]
-        for q in ranks:
-            out.append(dict(part="equal_error", system="sklearn", n=n, d=8, p=q))
-            for s in ("uniform", "pivoted", "rpcholesky", "leverage"):
-                out.append(
-                    dict(part="equal_error", system="ours", sampling=s, n=n, d=8, p=q)
-                )
-        out.append(
-            dict(
-                part="equal_error",
-                system="ours",
-                sampling="rpcholesky",
-                n=n,
-                d=8,
-                p="auto",
-            )
-        )
-    if "exact" in parts:
-        n = 5_000 if quick else 20_000
-        out.append(dict(part="exact", system="exact", n=n, d=8))
-        # Fine around the rank at which uniform landmarks come within 1%.
-        for q in [p // 2, p, 9 * p // 8, 6 * p // 5, 5 * p // 4, 3 * p // 2]:
-            out.append(dict(part="exact", system="ours", n=n, d=8, p=q))
-        out.append(
-            dict(part="exact", system="ours", sampling="rpcholesky", n=n, d=8, p="auto")
-        )
     if "auto" in parts:
         # lambda = 1e-3: at 1e-6 the tails of a Gaussian in 8-D are isolated
         # points, d_max is close to n, and the uniform rule rightly asks for
-        # p close to n (see the equal_error part for the d_eff samplers).
+        # p close to n.
         sizes = auto_sizes or ((20_000,) if quick else (100_000,))
         for n in sizes:
             for lam in auto_lambdas:
@@ -579,43 +472,6 @@ def summarise(results):
         and "fit_s" in v["ours"]
         and "fit_s" in v["sklearn"]
     ]
-    ref = next((r for r in by.get("exact", []) if r["system"] == "exact"), None)
-    if ref and "fit_s" in ref:
-        summary["vs_exact"] = [
-            {
-                "sampling": r.get("sampling", "uniform"),
-                "p": r["p"],
-                "n_components": r.get("n_components_"),
-                "error_ratio_noisy_labels": r["test_mse_noisy"] / ref["test_mse_noisy"],
-                "error_ratio_noise_free": r["test_mse"] / ref["test_mse"],
-                "time_fraction": r["fit_s"] / ref["fit_s"],
-            }
-            for r in by.get("exact", [])
-            if r["system"] == "ours" and "fit_s" in r
-        ]
-    # An older issue's reference table (Falkon against scikit-learn's
-    # Nystroem + Ridge), rescaled by scikit-learn's time measured in this
-    # run (the machines differ in speed, the ratio Falkon / scikit-learn
-    # does not); bench_falkon.py measures Falkon itself.
-    summary["vs_falkon_reference"] = [
-        {
-            "n": n,
-            "ours_fit_s": v["ours"]["fit_s"],
-            "sklearn_fit_s": v["sklearn"]["fit_s"],
-            "falkon_fit_s_rescaled": v["sklearn"]["fit_s"] * falkon / sklearn,
-            "falkon_over_ours": v["sklearn"]["fit_s"]
-            * falkon
-            / sklearn
-            / v["ours"]["fit_s"],
-            "mse_noisy_ours": v["ours"]["test_mse_noisy"],
-            "mse_noisy_falkon_reference": falkon_mse,
-        }
-        for n, v in sorted(pairs.items())
-        for (ref_n, sklearn, falkon, falkon_mse) in FALKON_REFERENCE
-        if n == ref_n
-        and "fit_s" in v.get("ours", {})
-        and "fit_s" in v.get("sklearn", {})
-    ]
     summary["auto_cost"] = [
         {
             "sampling": r["sampling"],
@@ -630,15 +486,6 @@ def summarise(results):
         if r.get("int_fit_s")
     ]
     summary["cores"] = _cores_rows(by)
-    eq = [r for r in by.get("equal_error", []) if "test_mse" in r]
-    if eq:
-        # Within 1% of the best test error of the part, on noisy test labels
-        # (the issue's table) and on the noise-free target (the excess risk,
-        # a much stricter yardstick).
-        summary["equal_error"] = {
-            metric: _equal_error_rows(eq, metric)
-            for metric in ("test_mse_noisy", "test_mse")
-        }
     return summary
 
 
@@ -681,28 +528,6 @@ def _cores_rows(by):
                     row["sklearn_peak_rss_gib"] = sk[0]["peak_rss_bytes"] / 2**30
                 rows.append(row)
     return rows
-
-
-def _equal_error_rows(eq, metric):
-    best = min(r[metric] for r in eq)
-    rows = []
-    for key in sorted({(r["system"], r.get("sampling", "-")) for r in eq}):
-        runs = [r for r in eq if (r["system"], r.get("sampling", "-")) == key]
-        fixed = sorted((r for r in runs if r["p"] != "auto"), key=lambda r: r["p"])
-        ok = [r for r in fixed if r[metric] <= 1.01 * best]
-        autos = [r for r in runs if r["p"] == "auto"]
-        rows.append(
-            {
-                "system": key[0],
-                "sampling": key[1],
-                "p_needed": ok[0]["p"] if ok else None,
-                "fit_s_at_p_needed": ok[0]["fit_s"] if ok else None,
-                "auto_p": autos[0].get("n_components_") if autos else None,
-                "auto_error_ratio": autos[0][metric] / best if autos else None,
-                "auto_fit_s": autos[0]["fit_s"] if autos else None,
-            }
-        )
-    return {"best": best, "rows": rows}
 
 
 def _pyplot():
@@ -792,10 +617,8 @@ def plot_cores(results, path):
 def headline(results, summary):
     """The figures of a run, by part: fit seconds and fit over the floor
     (``scaling``), the speed-up over scikit-learn's pipeline per ``n``,
-    exact kernel ridge's time fraction and error ratio per rank, the rank
-    each column rule needs within 1% and its fit seconds, ``"auto"`` over the
-    int fit at its rank, fit seconds (and over the floor) per thread count,
-    and prediction throughput."""
+    ``"auto"`` over the int fit at its rank, fit seconds (and over the
+    floor) per thread count, and prediction throughput."""
     out = {"parts": sorted({r["part"] for r in results})}
     scal = [r for r in results if r["part"] == "scaling" and "fit_s" in r]
     if scal:
@@ -812,30 +635,6 @@ def headline(results, summary):
         out["vs_sklearn"] = {
             f"n={r['n']}": {"speedup": r["speedup"], "memory": r["memory_ratio"]}
             for r in summary["vs_sklearn"]
-        }
-    if summary.get("vs_exact"):
-        out["vs_exact"] = {
-            f"{r['sampling']} p={r['p']}": {
-                "time_fraction": r["time_fraction"],
-                "error_ratio": r["error_ratio_noise_free"],
-            }
-            for r in summary["vs_exact"]
-        }
-    if summary.get("equal_error"):
-        # Within 1% of the best on noisy labels (the issue's measure) and on
-        # the noise-free target (the excess risk).
-        out["equal_error"] = {
-            f"{r['system']} {r['sampling']}": {
-                "p_needed": r["p_needed"],
-                "fit_s": r["fit_s_at_p_needed"],
-                "p_needed_noise_free": noise_free["p_needed"],
-                "auto_p": r["auto_p"],
-            }
-            for r, noise_free in zip(
-                summary["equal_error"]["test_mse_noisy"]["rows"],
-                summary["equal_error"]["test_mse"]["rows"],
-                strict=True,
-            )
         }
     if summary.get("auto_cost"):
         out["auto_cost"] = {
@@ -881,15 +680,7 @@ def main(argv=None):
         default=3,
         help="alternating runs of each auto fit and its int fit (medians)",
     )
-    parser.add_argument(
-        "--exact-repeat",
-        type=int,
-        default=3,
-        help="rounds of the exact part's fixed-rank fits and exact fit (medians)",
-    )
-    parser.add_argument(
-        "--parts", default="scaling,sklearn,equal_error,exact,auto,predict"
-    )
+    parser.add_argument("--parts", default="scaling,sklearn,auto,predict")
     add_arguments(parser, BENCHMARK)
     parser.add_argument(
         "--core-counts",
@@ -960,14 +751,7 @@ def main(argv=None):
     # Each result also goes to progress.jsonl as it comes: a run stopped by a
     # time limit keeps what it measured.
     progress = args.output_dir / "progress.jsonl"
-    # The exact fit and the fixed ranks against it, repeated by rounds (the
-    # automatic rank of the part takes most of a minute and runs once).
-    group = [c for c in todo if c["part"] == "exact" and c.get("p") != "auto"]
     for case in todo:
-        if case in group:
-            if case is group[0]:
-                results.extend(_repeated(group, args))
-            continue
         result = run_case(case, args.threads)
         if case.get("then_int") and "n_components_" in result:
             results.append(_auto_against_int(case, result, args))
