@@ -1,29 +1,15 @@
-"""The harness every benchmark script runs on.
+"""The harness every benchmark script runs on (``benchmarks/README.rst``).
 
-One place for the mechanics of a measurement, so that every script measures
-the same way and every result says where it comes from:
-
-* **a child process per fit** (:func:`run_child`, :func:`child_main`): the
-  parent runs ``script --child <case as JSON>`` on ``threads`` BLAS/OpenMP
-  threads, the child prints its record as the last line of its output.  Its
-  peak memory (:func:`rss_probe`) and its thread pools are its own, and a
-  crash is a record, not the end of the benchmark;
-* **the A B A B protocol** (:func:`alternate`): variants of one measurement
-  run in turn, round after round, so that a slow spell of the machine does
-  not land on one of them; their medians (:func:`median`) are compared;
-* **the run record** (:func:`start_run`): commit, uncommitted package files,
-  date, command and the machine (cores, CPU model, BLAS and its threads,
-  Python, NumPy, SciPy, scikit-learn and ``sklearn_dof`` versions), stored
-  in every results file under ``"run"`` (:func:`write_results`);
-* **the history** (:func:`append_history`): one JSON line per run in
-  ``results/<benchmark>/history.jsonl``: the run record, where its files are
-  and its headline figures.  Results written outside ``results/<benchmark>``
-  (a smoke run in ``/tmp``, say) keep their history beside them, so that
-  they never enter the project's.
-
-Results of ``bench_<name>.py`` live in ``results/<name>/`` (its latest
-files, subfolders for the questions it answers apart, and
-``history.jsonl``).  This module imports only the standard library at import
+One place for the mechanics of a measurement: a child process per fit
+(:func:`run_child`, :func:`child_main`), whose peak memory
+(:func:`rss_probe`) and thread pools are its own and whose crash is a
+record; the A B A B protocol (:func:`alternate`, :func:`median`); the run
+record (:func:`start_run`: commit, uncommitted package files, date, command,
+machine), stored under ``"run"`` in every results file
+(:func:`write_results`); and the history (:func:`append_history`), one JSON
+line per run in ``results/<benchmark>/history.jsonl``, or beside results
+written elsewhere.  Paths are recorded relative to the repository root
+(:func:`display_path`).  Only the standard library is imported at import
 time: a child may run in another virtual environment (``bench_falkon.py``).
 """
 

@@ -1,29 +1,17 @@
-"""Helpers shared by the scripts that reproduce Bach (COLT 2013).
+"""Helpers of ``reproduce_paper.py``, the reproduction of Bach (COLT 2013).
 
-``reproduce_paper.py`` (Figures 1-3, Table 1 and the automatic rank) is built
-on these pieces and on :mod:`_common`; nothing here is specific to one figure.
-Penalties follow scikit-learn's scale, ``alpha = n * lambda``.
-
-* the paper's decay pairs ``(mu_i, nu_i)`` (:class:`Decay`, :data:`DECAYS`)
-  and the exponents its analysis predicts (:func:`predicted_exponents`);
-* exact kernel ridge on the regular grid ``x_i = i / n``, where the kernel
-  matrix is circulant and the FFT diagonalises it (:class:`CirculantKRR`),
-  which reaches ``n = 10^6`` in seconds;
-* the expected in-sample error ``E ||z - f||^2 / n`` over the noise, for exact
-  kernel ridge (:func:`expected_errors`) and for every column prefix of a
-  Nystroem factor at once (:class:`PrefixRidge`), plus held-out predictions
-  of every prefix;
-* the nested Nystroem factor of columns taken in a given order
-  (:func:`ordered_factor`, the uniform columns of
-  :func:`sklearn_dof.uniform_columns`) or greedily
-  (:func:`pivoted_factor`, :func:`sklearn_dof.pivoted_cholesky`), and the
-  factor's rows at new points (:func:`factor_rows`);
-* penalty search on a log grid refined by golden section
-  (:func:`minimize_log`), log-log slopes (:func:`fit_slope`), and the
-  sufficient rank of an averaged curve (:func:`sufficient_rank`);
-* the real data sets of Figure 3 (:func:`load_regression`) with the RBF
-  bandwidth and the penalty chosen by exact leave-one-out
-  (:func:`loo_select`).
+Penalties follow scikit-learn's scale, ``alpha = n * lambda``.  The paper's
+decay pairs and the exponents its analysis predicts (:class:`Decay`,
+:func:`predicted_exponents`); exact kernel ridge on the regular grid by FFT
+(:class:`CirculantKRR`, ``n = 10^6`` in seconds); expected in-sample errors
+over the noise, exact (:func:`expected_errors`) and of every column prefix
+of a Nystroem factor (:class:`PrefixRidge`); nested factors of uniform
+columns (:func:`ordered_factor`) or greedy pivots (:func:`pivoted_factor`)
+and their rows at new points (:func:`factor_rows`); penalty search on a log
+grid refined by golden section (:func:`minimize_log`), log-log slopes
+(:func:`fit_slope`), sufficient ranks (:func:`sufficient_rank`); the real
+data sets of Figure 3 (:func:`load_regression`) with the bandwidth and
+penalty by exact leave-one-out (:func:`loo_select`).
 """
 
 import math

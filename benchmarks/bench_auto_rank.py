@@ -1026,6 +1026,18 @@ def main(argv=None):
         "package": display_path(Path(sklearn_dof.__file__).parent),
     }
     cases, records, oracles = [], [], []
+
+    def payload(summary=None, by_set=None):
+        return {
+            "config": config,
+            "seconds": time.perf_counter() - start,
+            "summary": summary or summarise(records, ("part", "rule", "sampling")),
+            "summary_by_set": by_set or summarise(records, ("set", "rule", "sampling")),
+            "cases": cases,
+            "oracles": oracles,
+            "records": records,
+        }
+
     with threadpool_limits(args.threads), tempfile.TemporaryDirectory() as tmpdir:
         for name in args.sets:
             for seed in args.seeds:
@@ -1048,22 +1060,7 @@ def main(argv=None):
                 oracles += new_oracles
                 cases.append(dict(case.info(), seconds=time.perf_counter() - tic))
                 del case
-                summary = summarise(records, ("part", "rule", "sampling"))
-                write_results(
-                    out,
-                    {
-                        "config": config,
-                        "seconds": time.perf_counter() - start,
-                        "summary": summary,
-                        "summary_by_set": summarise(
-                            records, ("set", "rule", "sampling")
-                        ),
-                        "cases": cases,
-                        "oracles": oracles,
-                        "records": records,
-                    },
-                    run,
-                )
+                write_results(out, payload(), run)
     elapsed = time.perf_counter() - start
     summary = summarise(records, ("part", "rule", "sampling"))
     for row in summary:
@@ -1086,16 +1083,8 @@ def main(argv=None):
             f"times, e.g. {first['error_message'][:300]}"
         )
     print(f"\nTotal time {elapsed:.0f} s -> {display_path(args.output_dir)}")
-    payload = {
-        "config": config,
-        "seconds": elapsed,
-        "summary": summary,
-        "summary_by_set": by_set,
-        "cases": cases,
-        "oracles": oracles,
-        "records": records,
-    }
-    write_results(out, payload, run)
+    results = payload(summary, by_set)
+    write_results(out, results, run)
     with open(args.output_dir / "summary.md", "w") as stream:
         stream.write(
             f"# bench_auto_rank ({'quick' if args.quick else 'full'}; seeds "
@@ -1104,7 +1093,7 @@ def main(argv=None):
         stream.write(format_table(summary, SUMMARY_COLUMNS, markdown=True) + "\n\n")
         stream.write(format_table(by_set, SET_COLUMNS, markdown=True) + "\n")
     plot(records, args.rules, args.samplers, args.output_dir / "auto_rank.png")
-    append_history(args.output_dir, BENCHMARK, run, headline(payload), results=out)
+    append_history(args.output_dir, BENCHMARK, run, headline(results), results=out)
 
 
 if __name__ == "__main__":

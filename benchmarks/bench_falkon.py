@@ -1,42 +1,24 @@
 """DoFKernelRidge against Falkon on CPU, equal centres and penalty, real data.
 
-Falkon (Meanti et al., NeurIPS 2020; ``FalkonML/falkon``) is the reference
-solver for Nystroem kernel ridge regression at scale.  It is not a
-dependency of this project: build it from source in a scratch virtual
-environment of its own (CPU-only torch from the package registry)::
+Falkon (Meanti et al., NeurIPS 2020; ``FalkonML/falkon``) is not a
+dependency of this project: build it from source in a virtual environment
+of its own and pass that interpreter as ``--falkon-python``::
 
     python3 -m venv /tmp/falkon-venv && . /tmp/falkon-venv/bin/activate
     pip install torch==2.13.0 numpy scipy scikit-learn ninja psutil
     git clone https://github.com/FalkonML/falkon && cd falkon
     FORCE_ONLY_CPU=1 pip install --no-build-isolation -e .
 
-and pass that interpreter as ``--falkon-python``.
-
-The problem: kin40k (``../shared/data/kin40k.npz``, 40,000 rows of 8
-features; its train and test files pooled, standardised, shuffled once,
-32,000 training and 8,000 test rows), the RBF kernel with ``gamma = 1/8``
-(Falkon's ``GaussianKernel(sigma=2)``), ``lambda = 1e-5`` (Falkon's
-``penalty``; ``alpha = n lambda`` here).  Both systems get the same centres,
-``M = p`` uniform rows, ``uniform_columns(n, M, random_state=0)``: ours
-draws them itself (its default sampler with ``random_state=0``, checked),
-Falkon gets them by ``FixedSelector``; their default settings otherwise
-(Falkon: 20
-conjugate-gradient iterations, float64; ours: ``solver="auto"``, or the
-solver a system's name gives).  Each fit runs in a child process
-of its own with ``--threads`` threads (BLAS and OpenMP; torch's intra-op
-threads for Falkon), so that its peak resident memory is its own, in the
-order A B A B per ``M``; reported: every run, the medians and their ratio.
-
-``--data synthetic``: the problem of ``bench_scaling.py`` at ``n = 10^6``
-(``X ~ N(0, I_8)``, a smooth target of unit scale plus noise 0.1, its
-10,000 test rows; ``gamma = 1/18``, ``lambda = 1e-6``, as on the GPU
-in ``doc/gpus.rst``), where 10,000-20,000 centres are the regime; the
-test MSE is of the noisy targets.
-
-``--systems ours-auto``: our automatic rank (``n_components="auto"``) with
-``M`` as its ``max_components``, and in the same child after it the int
-fit at the rank it chose (``auto_over_int_fit_s``): what a certified rank
-costs when it asks for thousands of columns.
+The problem: kin40k (its files pooled, standardised, shuffled once, 32,000
+training and 8,000 test rows), RBF ``gamma = 1/8`` (Falkon's
+``GaussianKernel(sigma=2)``), ``lambda = 1e-5``.  Both systems get the same
+``M`` uniform centres, ``uniform_columns(n, M, random_state=0)`` (Falkon by
+``FixedSelector``), their defaults otherwise.  Each fit runs in a child
+process with ``--threads`` threads, A B A B per ``M``; reported: every run,
+the medians and their ratio.  ``--data synthetic``: the problem of
+``bench_scaling.py`` at ``n = 10^6`` (``gamma = 1/18``, ``lambda = 1e-6``).
+``--systems ours-auto``: ``n_components="auto"`` with ``max_components=M``,
+then the int fit at its rank in the same child (``auto_over_int_fit_s``).
 
 Usage::
 
@@ -48,9 +30,7 @@ Usage::
         --centres 1000,2000,4000,8000
 
 Results: ``results/falkon/results.json`` (``results/falkon/solvers/`` for
-the solvers side by side); the headline (per ``M``: each system's median
-fit seconds, their ratios, test MSE) appended to
-``results/falkon/history.jsonl``.
+the solvers); the headline in ``results/falkon/history.jsonl``.
 """
 
 import argparse

@@ -1,38 +1,23 @@
 """The defaults on the accuracy/time frontier: every data set.
 
-On each set of ``_common.DATA_SETS`` (its fixed split, else a seeded 80/20;
-inputs standardised inside each pipeline), in a fresh process per fit, on
-``--threads`` threads, scikit-learn's RBF ``gamma = 1 / n_features`` for
-every system:
-
-Regression (test MSE):
-
-* ``ours``: ``DoFKernelRidgeCV()``, every default;
-* ``ours-640``: ``DoFKernelRidgeCV(max_components=640)``, the cap before
-  the exact route;
-* ``ours-int``: ``ours`` at an int ``n_components``, the rank ``ours``
-  chose on the set (this run's record, else ``--merge``'s): what the
-  automatic rank costs over one fit at its rank (``ours_over_int``);
-* ``sklearn-M``: ``Nystroem(n_components=M) + RidgeCV(alphas=logspace(-3,
-  3, 7))`` for ``M`` in ``--components`` (``random_state=0``);
-* ``exact``: kernel ridge with every row, its penalty tuned by exact
-  leave-one-out over ``lambda`` in ``logspace(-6, 0, 7)`` (``alpha = n
-  lambda``; a Cholesky factorisation and the inverse per penalty, written
-  in this script) where ``n <= --exact-max-rows``: the accuracy reference,
-  not a timing peer.
-
-Classification (test log-loss, and accuracy), binary and multiclass:
-
-* ``ours``: ``DoFKernelLogisticRegression()``, every default (``alpha=1``,
-  scikit-learn's ``C=1``); ``ours-int`` as for regression;
-* ``sklearn-M``: ``Nystroem(n_components=M) + LogisticRegression()``, every
-  default of the latter (``C=1``, lbfgs, 100 iterations).
-
-Reported per set: fit seconds, test error (and its ratio to the exact
-reference's), peak RSS, rank, warnings; and whether any scikit-learn
-pipeline was both faster and more accurate than ``ours`` (dominated).
-``--plot`` draws, per set, fit time against test error
-(``<set>.png`` beside the JSON).
+On each set of ``_common.DATA_SETS`` (its split, else a seeded 80/20;
+inputs standardised inside each pipeline), a fresh process per fit on
+``--threads`` threads, RBF ``gamma = 1 / n_features`` for every system.
+Regression (test MSE): ``ours`` (``DoFKernelRidgeCV()``, every default),
+``ours-640`` (``max_components=640``, the cap before the exact route),
+``ours-int`` (``ours`` at an int ``n_components``, the rank ``ours`` chose:
+the automatic rank's cost over one fit, ``ours_over_int``), ``sklearn-M``
+(``Nystroem(M) + RidgeCV(alphas=logspace(-3, 3, 7))``, ``M`` in
+``--components``) and ``exact`` (kernel ridge on every row, the penalty
+tuned by exact leave-one-out over ``lambda`` in ``logspace(-6, 0, 7)``,
+where ``n <= --exact-max-rows``: the accuracy reference, not a timing
+peer).  Classification (test log-loss and accuracy): ``ours``
+(``DoFKernelLogisticRegression()``, ``alpha=1``), ``ours-int`` and
+``sklearn-M`` (``Nystroem(M) + LogisticRegression()``, its defaults).
+Reported per set: fit seconds, test error (over the exact reference's),
+peak RSS, rank, warnings, and whether a pipeline was both faster and more
+accurate than ``ours`` (dominated); ``--plot``: fit time against test error,
+``<set>.png``.
 
 Usage::
 
@@ -40,13 +25,10 @@ Usage::
     python benchmarks/bench_frontier.py --sets cpu_act,pol --components 500,2000
     python benchmarks/bench_frontier.py --plot-only           # redraw the plots
 
-Results: ``results/frontier/results.json`` (``--output-dir``) and the
-plots; the headline (per set: our error over the exact reference's, rank,
-fit seconds, the pipelines that dominate it) appended to
+Results: ``results/frontier/results.json`` and the plots, the headline in
 ``results/frontier/history.jsonl``.  The children import the installed
-``sklearn_dof``; to measure another checkout, put it first on
-``PYTHONPATH``.  ``--systems ours --merge results.json`` refits those
-systems only and keeps the other records.
+``sklearn_dof`` (another checkout: first on ``PYTHONPATH``).  ``--systems
+ours --merge results.json`` refits those systems and keeps the others.
 """
 
 import argparse

@@ -306,35 +306,18 @@ def _auto_against_int(case, result, args):
     return result
 
 
+_LINE_KEYS = (
+    "part system sampling n d lambda p float32 n_components_ fit_s floor_s "
+    "fit_over_floor int_fit_s refine_passes test_mse test_mse_noisy "
+    "peak_rss_bytes threads pool_threads latency_ms_median "
+    "throughput_rows_per_s throughput_best_rows_per_s error"
+).split()
+
+
 def _line(r):
-    keys = [
-        "part",
-        "system",
-        "sampling",
-        "n",
-        "d",
-        "lambda",
-        "p",
-        "float32",
-        "n_components_",
-        "fit_s",
-        "floor_s",
-        "fit_over_floor",
-        "int_fit_s",
-        "refine_passes",
-        "test_mse",
-        "test_mse_noisy",
-        "peak_rss_bytes",
-        "threads",
-        "pool_threads",
-        "latency_ms_median",
-        "throughput_rows_per_s",
-        "throughput_best_rows_per_s",
-        "error",
-    ]
     parts = []
-    for k in keys:
-        if k in r and r[k] is not None:
+    for k in _LINE_KEYS:
+        if r.get(k) is not None:
             v = r[k]
             if k == "peak_rss_bytes":
                 v = f"{v / 2**30:.2f}GiB"

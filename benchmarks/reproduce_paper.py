@@ -2,43 +2,18 @@
 
 F. Bach, "Sharp analysis of low-rank kernel matrix approximations", COLT 2013:
 the rank a Nystroem approximation needs to lose no prediction accuracy is
-linear in the degrees of freedom.  Each part writes a PNG and its numbers:
-
-* ``figure1``: ``n = 400`` periodic spline, ``mu_i = i^-2`` (``beta = 1``),
-  ``nu_i = i^-4`` (``delta = 2``).  Against the number of columns ``p``, the
-  relative errors ``||K - L||_* / ||K||_*`` (trace norm) and
-  ``||K - L||_2 / ||K||_2`` (operator norm) and the relative excess
-  prediction error ``(err(L) - err(K)) / err(K)``, for uniformly random
-  columns (left, mean over draws) and greedy pivoted Cholesky (right).
-* ``figure2``: ``nu_i = i^-16`` (``delta = 8``), ``mu_i = i^(-2 beta)``,
-  ``beta`` in {1, 4, 8}: the optimal ``lambda`` and the prediction error
-  against ``n`` (log-log, fitted and predicted slopes), on the grid design
-  (exact, by FFT, up to ``n = 2^20``) and on random designs (markers); the
-  smallest sufficient rank over ``d_max`` and over ``d_ave`` for random ``x``,
-  random and pivoted columns; and where ``beta = 8`` breaks down at machine
-  precision (float64 against exact arithmetic).
-* ``figure3``: real data, RBF kernel, bandwidth and ``lambda`` by exact
-  leave-one-out, held-out test error, and the sufficient rank over ``d_max``
-  and ``d_ave`` against ``n``.  The paper uses pumadyn-32fh, -32nh and -32nm;
-  only pumadyn-32nm could be obtained, so bank-32nh and bank-32nm (the Delve
-  bank family: same size, 32 inputs, high and moderate noise) stand in.
-* ``table1``: for six decay pairs ``(mu_i, nu_i)``, the fitted exponents of
-  ``lambda*``, the error and ``d_ave`` against ``n`` next to the exponents
-  the paper's analysis predicts (``table1.csv``).
-* ``auto_rank``: on the problems of Figures 2 and 3, the rank
-  ``DoFNystroem(n_components="auto")`` chooses against the sufficient rank,
-  and its error ratio (does it keep the 1% promise?).
-
+linear in the degrees of freedom.  Each part (``--parts``) writes a PNG and
+its numbers: ``figure1`` (matrix against prediction errors, ``n = 400``),
+``figure2`` (periodic splines, ``delta = 8``: ``lambda*``, the error and the
+sufficient rank against ``n``, and the ``beta = 8`` breakdown at machine
+precision), ``figure3`` (real data; pumadyn-32nm, with bank-32nh and
+bank-32nm standing in for the paper's other pumadyn sets), ``table1``
+(fitted against predicted exponents, ``table1.csv``) and ``auto_rank``
+(``DoFNystroem(n_components="auto")`` on the problems of Figures 2 and 3).
 Errors on the synthetic problems are the expected in-sample errors over the
-noise, ``E ||z - f||^2 / n``, computed exactly (no noise sampling), at the
-penalty that minimises it for exact kernel ridge (the paper's oracle choice).
-"Sufficient rank": the smallest ``p`` from which the error (averaged over
-column draws for uniform sampling) stays within 1% of exact kernel ridge,
-``p = n``, for every larger ``p`` scored.
-
-Outputs in ``--output-dir``: ``figure1.png``, ``figure2.png``,
-``figure3.png``, ``auto_rank.png``, ``table1.csv`` and ``results.json`` (every
-number plotted, the settings, timings and the library version).
+noise, computed exactly, at the oracle penalty; the *sufficient rank* is the
+smallest ``p`` from which the error stays within 1% of exact kernel ridge.
+Conventions and results: ``benchmarks/README.rst``.
 
 Usage::
 
