@@ -116,9 +116,9 @@ class DoFKernelMixin:
     ):
         """The unfitted ``nystroem_`` of this estimator at ``alpha`` (with
         ``max_components``, ``n_components`` and ``sampling``, else the
-        estimator's)."""
+        estimator's), on the fitted kernel ``kernel_``."""
         return DoFNystroem(
-            kernel=self.kernel,
+            kernel=self.kernel_,
             gamma=self.gamma,
             coef0=self.coef0,
             degree=self.degree,

@@ -296,6 +296,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             Fitted classifier.
         """
         progress = Progress(self.verbose, type(self).__name__)
+        self.kernel_ = self.kernel
         if _array_api.dispatch_namespace(X) is not None:
             raise TypeError(
                 f"{type(self).__name__} fits NumPy arrays only: its Newton "

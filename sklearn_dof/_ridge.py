@@ -14,14 +14,16 @@ fixed features: one ``p x p`` eigendecomposition, then ``O(n p)`` per
 penalty.
 """
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
+from scipy import sparse
 from sklearn import get_config
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.linear_model import Ridge
 from sklearn.metrics import get_scorer, get_scorer_names
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import (
     Interval,
     InvalidParameterError,
@@ -33,6 +35,8 @@ from sklearn.utils.validation import (
 
 from . import _array_api, _dask, _landmarks, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
+from ._kernel_learning import search_kernel
+from ._kernel_objects import is_kernel_object
 from ._landmark_block import EveryRow, FitRequest
 from ._nystroem import DoFNystroem
 from ._progress import Progress
@@ -453,6 +457,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             Fitted estimator.
         """
         progress = Progress(self.verbose, type(self).__name__)
+        self.kernel_ = self.kernel
         self._fit_ridge(X, y, sample_weight)
         progress(self._solve_summary())
         return self
@@ -580,9 +585,22 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         ``n_components="auto"`` the rank is certified for the penalty with
         the smallest leave-one-out error at the rank grown so far, round
         after round; otherwise it is chosen at ``min(alphas)``.
-    kernel : str or callable, default="rbf"
-        Any name of :data:`sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`,
-        ``"precomputed"``, or a callable ``k(x, y, **kernel_params) -> float``.
+    kernel : str, callable, kernel object or None, default=None
+        None: the kernel is learned (see Notes): an ``RBF`` or a
+        ``Matern(nu=1.5)`` kernel, whichever the leave-one-out error
+        prefers, with one length scale per feature (or one shared, where
+        the per-feature one predicts held-out rows worse), on dense NumPy
+        input; ``"rbf"`` at ``gamma`` on other input or when a named
+        kernel parameter (``gamma``...) is given.  A kernel object of
+        :mod:`sklearn.gaussian_process.kernels` (``RBF``, ``Matern``,
+        ``RationalQuadratic``, ``DotProduct``, ``ConstantKernel``, their
+        sums and products; not ``WhiteKernel``: the noise is ``alpha``):
+        its hyperparameters whose bounds are not ``"fixed"`` are learned,
+        as :class:`~sklearn.gaussian_process.GaussianProcessRegressor`
+        does, and ``kernel_`` holds the result.  Else any name of
+        :data:`sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`,
+        ``"precomputed"``, or a callable ``k(x, y, **kernel_params) ->
+        float``, used as given.
     gamma : float, default=None
         Parameter of the RBF, laplacian, polynomial, exponential chi2 and
         sigmoid kernels.
@@ -648,6 +666,19 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     tol : float, default=0.1
         Relative tolerance of the degrees-of-freedom estimate (of
         ``n_components="dof"``).
+    kernel_subsample : int, default=1000
+        Rows on which the kernel's hyperparameters are learned (their
+        exact kernel ridge's leave-one-out error is ``O(m^3)`` per step),
+        and up to half as many held-out rows that choose between one and
+        several length scales.  The penalty learned with them stays within
+        the ``lambda = alpha / n_samples`` of ``alphas``.
+    kernel_max_iter : int, default=100
+        L-BFGS steps of each search of the hyperparameters; a
+        :class:`~sklearn.exceptions.ConvergenceWarning` where a search
+        stops on it.
+    n_restarts_optimizer : int, default=0
+        Further searches of the hyperparameters, each from a point drawn
+        log-uniformly within their bounds; the best is kept.
     random_state : int, RandomState instance or None, default=None
         Seed of the random landmark samplers.
     n_jobs : int, default=None
@@ -665,6 +696,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
+    kernel_ : str, callable or kernel object
+        The kernel of the fit: the learned kernel object, or ``kernel``
+        itself where nothing is learned (``"rbf"`` for None).
     alpha_ : float
         The selected penalty.
     best_score_ : float
@@ -703,6 +737,18 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     Notes
     -----
+    The kernel is learned before the landmarks are chosen: on
+    ``kernel_subsample`` rows drawn at random, L-BFGS minimises the mean
+    squared leave-one-out residual of exact kernel ridge over the log of
+    the free hyperparameters and of a penalty, with analytic gradients (a
+    step costs one ``O(m^3)`` factorisation whatever the number of length
+    scales).  With ``kernel=None`` the features are first divided by their
+    standard deviations; one shared length scale is learned for ``RBF``
+    and ``Matern(nu=1.5)``, the family with the smaller leave-one-out error
+    is kept, then one length scale per feature is learned from it.  The
+    rank and the penalty ``alpha_`` are then chosen on every row at the
+    learned kernel ``kernel_``, as below.
+
     The leave-one-out is exact for the ridge regression on the fixed
     features: it does not reselect the landmarks without the left-out point
     (the selection never looks at ``y``).  It equals
@@ -740,18 +786,22 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         **_NYSTROEM_CONSTRAINTS,
+        "kernel": [*_NYSTROEM_CONSTRAINTS["kernel"], None],
         "alphas": ["array-like", Interval(Real, 0, None, closed="neither"), None],
         "criterion": [StrOptions({"loo", "gcv"})],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "cv": ["cv_object"],
         "store_cv_results": ["boolean"],
+        "kernel_subsample": [Interval(Integral, 2, None, closed="left")],
+        "kernel_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "n_restarts_optimizer": [Interval(Integral, 0, None, closed="left")],
     }
 
     def __init__(
         self,
         alphas=None,
         *,
-        kernel="rbf",
+        kernel=None,
         gamma=None,
         coef0=None,
         degree=None,
@@ -766,6 +816,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         cv=None,
         store_cv_results=False,
         tol=0.1,
+        kernel_subsample=1000,
+        kernel_max_iter=100,
+        n_restarts_optimizer=0,
         random_state=None,
         n_jobs=None,
         verbose=0,
@@ -786,6 +839,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.cv = cv
         self.store_cv_results = store_cv_results
         self.tol = tol
+        self.kernel_subsample = kernel_subsample
+        self.kernel_max_iter = kernel_max_iter
+        self.n_restarts_optimizer = n_restarts_optimizer
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
@@ -853,6 +909,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."
             )
+        self.kernel_ = self._learned_kernel(X, y, sample_weight, alphas)
         # Two passes (Gram matrix, then leave-one-out errors): keep the
         # features if they fit the memory budget.  The automatic rank is
         # certified for the penalty the leave-one-out error prefers, round
@@ -933,6 +990,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 "criterion='loo' and store_cv_results=False."
             )
         X, y, sample_weight = self._validate_array_api(X, y, sample_weight, *namespace)
+        self.kernel_ = self._unlearned_kernel()
         alphas = self._check_alphas(_weighted_n_samples(X, sample_weight, namespace[0]))
         # (No exact route on the device: the cap of a fit beyond the budget.)
         nystroem = self._new_nystroem(
@@ -944,6 +1002,45 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         return _array_api.fit_ridge(
             self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
         )
+
+    def _unlearned_kernel(self):
+        """The kernel where nothing is learned: ``kernel``, ``"rbf"`` for
+        None."""
+        return "rbf" if self.kernel is None else self.kernel
+
+    def _learned_kernel(self, X, y, sample_weight, alphas):
+        """``kernel_``: the kernel with its free hyperparameters learned by
+        the leave-one-out error of kernel ridge on ``kernel_subsample``
+        rows (:func:`~sklearn_dof._kernel_learning.search_kernel`), where
+        ``kernel`` is None (and no named kernel parameter is given) or a
+        kernel object with free hyperparameters, on dense NumPy ``X``;
+        else :meth:`_unlearned_kernel`."""
+        kernel = self.kernel
+        named = (self.gamma, self.coef0, self.degree, self.kernel_params)
+        learnable = (kernel is None and all(value is None for value in named)) or (
+            is_kernel_object(kernel) and kernel.n_dims > 0
+        )
+        if not learnable or sparse.issparse(X) or _dask.is_dask_array(X):
+            return self._unlearned_kernel()
+        progress = Progress(self.verbose, type(self).__name__)
+        # The grid's penalties per row: the search's penalties are those of
+        # its subsample at the same lambda.
+        n_rows = _weighted_n_samples(X, sample_weight)
+        search = search_kernel(
+            kernel,
+            X.astype(np.float64, copy=False),
+            y,
+            weights=sample_weight,
+            intercept=self.fit_intercept,
+            rows=self.kernel_subsample,
+            lambdas=(alphas.min() / n_rows, alphas.max() / n_rows),
+            max_iter=self.kernel_max_iter,
+            n_restarts=self.n_restarts_optimizer,
+            rng=check_random_state(self.random_state).randint(2**31),
+            progress=progress,
+        )
+        progress(f"kernel_={search.kernel!r} ({search.choice})")
+        return search.kernel
 
     def _search_by_loo(self, problem, alphas, y):
         """``alpha_`` and ``best_score_`` by the efficient leave-one-out (or
@@ -1120,7 +1217,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         """
         if (
             self.n_components != "auto"
-            or not is_always_psd(self.kernel)
+            or not is_always_psd(self.kernel_)
             or self.nystroem_.exact_
             or not np.any(alphas < self.alpha_)
             or not self._exact_scorable(sample_weight)

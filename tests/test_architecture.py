@@ -23,6 +23,7 @@ LAYERS = [
     ("validation", ["_validation"]),
     ("kernels", ["_kernels"]),
     ("row blocks", ["_blocks"]),
+    ("kernel learning", ["_kernel_learning"]),
     ("linear algebra and solvers", ["_linalg", "_newton", "_ridge_solve"]),
     ("column selection", ["_sampling"]),
     ("Dask back-end", ["_dask"]),
