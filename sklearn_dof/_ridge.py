@@ -36,7 +36,7 @@ from sklearn.utils.validation import (
 from . import _array_api, _dask, _landmarks, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._kernel_learning import search_kernel
-from ._kernel_objects import is_kernel_object
+from ._kernel_objects import check_kernel_object, is_kernel_object
 from ._landmark_block import EveryRow, FitRequest
 from ._nystroem import DoFNystroem
 from ._progress import Progress
@@ -1022,6 +1022,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
         if not learnable or sparse.issparse(X) or _dask.is_dask_array(X):
             return self._unlearned_kernel()
+        if kernel is not None:
+            check_kernel_object(kernel, X.shape[1])
         progress = Progress(self.verbose, type(self).__name__)
         # The grid's penalties per row: the search's penalties are those of
         # its subsample at the same lambda.

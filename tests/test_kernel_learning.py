@@ -1,0 +1,179 @@
+"""The kernel's hyperparameters learned by leave-one-out (_kernel_learning)
+and scikit-learn's kernel objects in the estimators (_kernel_objects)."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.gaussian_process.kernels import (
+    RBF,
+    ConstantKernel,
+    DotProduct,
+    Matern,
+    RationalQuadratic,
+    WhiteKernel,
+)
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.metrics.pairwise import pairwise_kernels
+
+from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, DoFNystroem
+from sklearn_dof._kernel_learning import LeaveOneOutCriterion
+
+KERNELS = [
+    RBF([1.0, 2.0, 0.5]),
+    Matern(1.2, nu=1.5),
+    Matern([1.0, 2.0, 0.7], nu=2.5),
+    ConstantKernel(2.0) * RBF([1.0, 2.0, 3.0]) + DotProduct(1.0),
+    RationalQuadratic(1.0, 2.0),
+    Matern(1.0, nu=0.5) * ConstantKernel(1.5),
+]
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=repr)
+def test_gradient_matches_finite_differences(kernel):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = np.c_[np.sin(X[:, 0]), X[:, 1] ** 2] + 0.1 * rng.normal(size=(80, 2))
+    criterion = LeaveOneOutCriterion(X, y - y.mean(0), rng.uniform(0.5, 2, 80))
+    _, grad = criterion(kernel, 0.3)
+    z = np.append(kernel.theta, np.log(0.3))
+    fd = []
+    for j in range(z.size):
+        step = np.zeros_like(z)
+        step[j] = 1e-5
+        values = [
+            criterion(kernel.clone_with_theta(w[:-1]), np.exp(w[-1]), False)[0]
+            for w in (z + step, z - step)
+        ]
+        fd.append((values[0] - values[1]) / 2e-5)
+    np.testing.assert_allclose(grad, fd, rtol=0, atol=1e-6 * np.abs(fd).max())
+
+
+def test_criterion_is_the_leave_one_out_error():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    kernel = RBF([1.0, 2.0])
+    value, _ = LeaveOneOutCriterion(X, y)(kernel, 0.3, False)
+    residuals = []
+    for i in range(60):
+        keep = np.arange(60) != i
+        fit = KernelRidge(alpha=0.3, kernel=kernel).fit(X[keep], y[keep])
+        residuals.append(y[i] - fit.predict(X[i : i + 1])[0])
+    assert value == pytest.approx(np.mean(np.square(residuals)), rel=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_learned_length_scale_recovers_the_generating_one(seed):
+    # A sample of a Gaussian process with length scales 0.7 and 2.0 on a
+    # square of side 6: the shorter one is recovered within 20%; the longer
+    # one, a third of the side, is only known to be longer.
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, size=(400, 2))
+    K = RBF([0.7, 2.0])(X) + 1e-8 * np.eye(400)
+    y = np.linalg.cholesky(K) @ rng.normal(size=400) + 0.03 * rng.normal(size=400)
+    model = DoFKernelRidgeCV(kernel=RBF([1.0, 1.0]), random_state=0).fit(X, y)
+    short, long = model.kernel_.length_scale
+    assert short == pytest.approx(0.7, rel=0.2)
+    assert long > 1.3
+
+
+def test_kernel_is_left_and_kernel_is_set():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 3))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=200)
+    kernel = Matern(np.ones(3), nu=1.5)
+    model = DoFKernelRidgeCV(kernel=kernel, random_state=0).fit(X, y)
+    assert model.kernel is kernel and np.all(kernel.length_scale == 1.0)
+    assert isinstance(model.kernel_, Matern) and model.kernel_.length_scale.shape == (
+        3,
+    )
+    # The relevant feature gets the shortest length scale.
+    assert np.argmin(model.kernel_.length_scale) == 0
+    default = DoFKernelRidgeCV(random_state=0).fit(X, y)
+    assert default.kernel is None and isinstance(default.kernel_, (RBF, Matern))
+    assert DoFKernelRidge(kernel=kernel).fit(X, y).kernel_ is kernel
+
+
+def test_no_learning_with_a_named_kernel_or_fixed_bounds():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(100, 2))
+    y = X[:, 0]
+    assert DoFKernelRidgeCV(gamma=0.5).fit(X, y).kernel_ == "rbf"
+    fixed = RBF(1.0, length_scale_bounds="fixed")
+    assert DoFKernelRidgeCV(kernel=fixed).fit(X, y).kernel_ is fixed
+
+
+def test_verbose_prints_one_line_per_step(capsys):
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(150, 2))
+    y = np.sin(X[:, 0])
+    DoFKernelRidgeCV(kernel=RBF(1.0), verbose=1).fit(X, y)
+    steps = [
+        line for line in capsys.readouterr().out.splitlines() if "kernel step" in line
+    ]
+    assert steps and all("leave-one-out" in line and "alpha=" in line for line in steps)
+
+
+def test_budget_warns():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(150, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] ** 2
+    with pytest.warns(Warning, match="budget of 1 L-BFGS"):
+        DoFKernelRidgeCV(kernel_max_iter=1).fit(X, y)
+
+
+@pytest.mark.parametrize("n_components", [60, "auto"])
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        Matern([1.0, 2.0, 0.7], nu=1.5),
+        RBF([0.7, 1.0, 2.0]) * ConstantKernel(2.0),
+        Matern(1.0, nu=0.5) + DotProduct(0.5),
+    ],
+    ids=repr,
+)
+def test_kernel_objects_equal_pairwise_kernels(kernel, n_components):
+    rng = np.random.default_rng(7)
+    X, X_test = rng.normal(size=(150, 3)), rng.normal(size=(20, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=150)
+    fixed = clone(kernel).clone_with_theta(kernel.theta)
+    for name in fixed.get_params():
+        if name.endswith("_bounds"):
+            fixed.set_params(**{name: "fixed"})
+    K, K_test = (
+        pairwise_kernels(X, metric=kernel),
+        pairwise_kernels(X_test, X, metric=kernel),
+    )
+    for make in (
+        lambda k: DoFKernelRidge(kernel=k, alpha=1.0, n_components=n_components),
+        lambda k: DoFKernelRidgeCV(kernel=k, n_components=n_components),
+    ):
+        ours = make(fixed).set_params(random_state=0).fit(X, y)
+        ref = make("precomputed").set_params(random_state=0).fit(K, y)
+        np.testing.assert_allclose(
+            ours.predict(X_test), ref.predict(K_test), atol=1e-10
+        )
+    nystroem = DoFNystroem(kernel=fixed, n_components=n_components, random_state=0)
+    features = nystroem.fit(X).transform(X_test)
+    landmarks = nystroem.components_
+    ref = pairwise_kernels(X_test, landmarks, metric=kernel) @ nystroem.normalization_
+    np.testing.assert_allclose(features, ref, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kernel, error, match",
+    [
+        (RBF([1.0, 2.0]), ValueError, "'kernel' parameter .* shape \\(2,\\)"),
+        (
+            WhiteKernel() + RBF(),
+            ValueError,
+            "'kernel' parameter contains a WhiteKernel",
+        ),
+        (object(), ValueError, "'kernel' parameter"),
+    ],
+)
+def test_bad_kernels_name_the_parameter(kernel, error, match):
+    X = np.random.default_rng(8).normal(size=(50, 3))
+    for estimator in (DoFKernelRidge(kernel=kernel), DoFKernelRidgeCV(kernel=kernel)):
+        with pytest.raises(error, match=match):
+            estimator.fit(X, X[:, 0])
