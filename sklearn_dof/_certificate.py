@@ -540,18 +540,7 @@ def _shifted_inverse_factor(gram, alpha, overwrite_gram=False):
     if not (overwrite_gram and gram.dtype == np.float64 and gram.flags.writeable):
         gram = np.array(gram, dtype=np.float64)
     gram.flat[:: r + 1] += shift
-    try:
-        factor = _tiles.cholesky(gram, overwrite_a=True)
-    except np.linalg.LinAlgError:
-        if r > _tiles.TILE_ORDER:  # (the tiled factor overwrote the Gram)
-            raise
-        # A kernel with a large constant part (a DotProduct's sigma_0 far
-        # above the features' scale) leaves rounding of that size in the
-        # centred Gram: shift by its square-root-epsilon level instead.
-        extra = np.sqrt(np.finfo(float).eps) * float(np.abs(np.diag(gram)).max())
-        gram.flat[:: r + 1] += extra
-        shift += extra
-        factor = _tiles.cholesky(gram, overwrite_a=True)
+    factor = _tiles.cholesky(gram, overwrite_a=True)
     return lower_triangular_inverse(factor, overwrite=True), shift
 
 
