@@ -381,61 +381,58 @@ def search_kernel(
     ``m`` learning rows, as on every row).
 
     A kernel object: its free hyperparameters and ``alpha`` by
-    :func:`learn_kernel` on ``rows`` rows.  None, the default rule: on the
-    features divided by their standard deviations, one shared ``RBF``
-    length scale first, then one per feature started from it; the
-    per-feature kernel is kept unless the kernel ridge it gives on the
-    learning rows predicts the held-out rows (:func:`split_rows`) worse
-    than the shared one's, where the leave-one-out criterion would reward
-    more length scales than the rows determine.
+    :func:`learn_kernel` on ``rows`` rows.  None: :func:`_default_search`.
     """
     rng = np.random.default_rng(rng)
     split = split_rows(X.shape[0], rows, rng, weights)
-    w = None if weights is None else np.asarray(weights, float)
-    w_learn = None if w is None else w[split.learn]
-    mean = 0.0
-    if intercept:
-        mean = np.average(y[split.learn], axis=0, weights=w_learn)
-    y_learn = y[split.learn] - mean
+    w = np.ones(X.shape[0]) if weights is None else np.asarray(weights, float)
+    mean = np.average(y[split.learn], axis=0, weights=w[split.learn])
+    y = y - mean if intercept else y
     options = dict(max_iter=max_iter, n_restarts=n_restarts, rng=rng, progress=progress)
     bounds = np.asarray(lambdas, dtype=float) * split.learn.shape[0]
     alpha = float(np.clip(ALPHA_START, *bounds))
     if kernel is not None:
-        criterion = LeaveOneOutCriterion(X[split.learn], y_learn, w_learn)
+        criterion = LeaveOneOutCriterion(X[split.learn], y[split.learn], w[split.learn])
         learned = learn_kernel(criterion, kernel, alpha, bounds, **options)
         return KernelSearch(learned.kernel, learned.alpha, "given")
+    return _default_search(X, y, w, split, alpha, bounds, options)
+
+
+def _default_search(X, y, w, split, alpha, bounds, options):
+    """The default rule, on the features divided by their standard
+    deviations: one shared length scale of ``RBF`` and of ``Matern(nu=1.5)``,
+    the family with the smaller leave-one-out error kept, then one length
+    scale per feature started from it; the per-feature kernel is kept
+    unless the kernel ridge it gives on the learning rows predicts the
+    held-out rows (:func:`split_rows`) worse than the shared one's, where
+    the leave-one-out criterion would reward more length scales than the
+    rows determine."""
     starts, scale = default_kernels(X[split.learn])
-    criterion = LeaveOneOutCriterion(X[split.learn] / scale, y_learn, w_learn)
-    # The family by the leave-one-out error at one length scale, where
-    # both have as many hyperparameters.
+    criterion = LeaveOneOutCriterion(
+        X[split.learn] / scale, y[split.learn], w[split.learn]
+    )
+    # The family at one length scale, where both have as many
+    # hyperparameters.
     shared = min(
         (learn_kernel(criterion, k, alpha, bounds, **options) for k in starts),
         key=lambda found: found.criterion,
     )
-    choice = shared, "shared"
+    found, name = shared, "shared"
     if X.shape[1] > 1:
-        ard = learn_kernel(
-            criterion,
-            per_feature(shared.kernel, X.shape[1]),
-            shared.alpha,
-            bounds,
-            **options,
-        )
-        choice = ard, "per-feature"
-        if split.check.size:
-            X_check = X[split.check] / scale
-            y_check = y[split.check] - mean
-            w_check = None if w is None else w[split.check]
-            errors = [
-                _held_out_error(criterion, found, X_check, y_check, w_check)
-                for found in (shared, ard)
-            ]
-            if progress is not None:
-                progress(
-                    f"kernel: held-out MSE {errors[0]:.5g} with one length "
-                    f"scale, {errors[1]:.5g} with one per feature"
-                )
-            if errors[1] > errors[0]:
-                choice = shared, "shared"
-    learned, name = choice
-    return KernelSearch(rescaled(learned.kernel, scale), learned.alpha, name)
+        start = per_feature(shared.kernel, X.shape[1])
+        found = learn_kernel(criterion, start, shared.alpha, bounds, **options)
+        name = "per-feature"
+    if name == "per-feature" and split.check.size:
+        rows = split.check
+        errors = [
+            _held_out_error(criterion, learned, X[rows] / scale, y[rows], w[rows])
+            for learned in (shared, found)
+        ]
+        if options["progress"] is not None:
+            options["progress"](
+                f"kernel: held-out MSE {errors[0]:.5g} with one length "
+                f"scale, {errors[1]:.5g} with one per feature"
+            )
+        if errors[1] > errors[0]:
+            found, name = shared, "shared"
+    return KernelSearch(rescaled(found.kernel, scale), found.alpha, name)

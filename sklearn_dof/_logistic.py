@@ -159,6 +159,8 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
 
     Attributes
     ----------
+    kernel_ : str, callable or kernel object
+        The kernel of the fit: ``kernel`` itself.
     classes_ : ndarray of shape (n_classes,)
         Class labels.
     nystroem_ : DoFNystroem

@@ -310,6 +310,8 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
+    kernel_ : str, callable or kernel object
+        The kernel of the fit: ``kernel`` itself.
     nystroem_ : DoFNystroem
         The fitted feature map.  After a fit on the Cholesky factor (see
         above) its ``normalization_`` is computed on first use: prediction
