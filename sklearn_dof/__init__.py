@@ -4,7 +4,7 @@ from ._dof import DegreesOfFreedom, degrees_of_freedom, leverage_score_bounds
 from ._estimate import estimate_degrees_of_freedom
 from ._logistic import DoFKernelLogisticRegression
 from ._nystroem import DoFNystroem
-from ._rank import auto_rank, theoretical_rank
+from ._rank import auto_rank, dof_rank, theoretical_rank
 from ._ridge import DoFKernelRidge, DoFKernelRidgeCV
 from ._samplers import SAMPLING_RULES
 from ._sampling import (
@@ -28,6 +28,7 @@ __all__ = [
     "__version__",
     "auto_rank",
     "degrees_of_freedom",
+    "dof_rank",
     "estimate_degrees_of_freedom",
     "leverage_score_bounds",
     "partial_cholesky",

@@ -16,7 +16,7 @@ from ._certificate import NOISE_SHARE
 from ._estimate import _EXACT_FRACTION, _certified_estimate, _estimate_from_access
 from ._landmark_block import PLAIN_FIT
 from ._progress import SILENT
-from ._rank import auto_rank
+from ._rank import dof_rank
 from ._sampling import extended_factor, uniform_columns
 
 # Memory of the factor that the certified rank grows (float64, rows x
@@ -116,7 +116,7 @@ def select_landmarks(
     ``"auto"`` without a response, on a Dask array, or for given rows) grows
     them until the degrees of freedom the rule reads (``rule.rank_statistic``,
     at ``alpha / request.curvature``) have converged and takes
-    :func:`~sklearn_dof.auto_rank` of the estimate.
+    :func:`~sklearn_dof.dof_rank` of the estimate.
     Either way the landmarks are a prefix of the grown sequence, so nothing
     is recomputed, and the rank is at most ``max_components``.
 
@@ -264,7 +264,7 @@ def landmark_block(landmarks, access, kernel):
 def _dof_landmarks(source, alpha, tol, max_rank, progress):
     """The degrees-of-freedom rule of :func:`select_landmarks`: grow the
     rule's landmarks until the statistic it reads has converged, and take
-    :func:`~sklearn_dof.auto_rank` of the estimate (all of them for given
+    :func:`~sklearn_dof.dof_rank` of the estimate (all of them for given
     landmarks)."""
     access, rule = source.access, source.rule
     estimate_rule = rule.estimate_rule()
@@ -284,7 +284,7 @@ def _dof_landmarks(source, alpha, tol, max_rank, progress):
     if estimate_rule.rank_statistic is None:  # given landmarks: all of them
         n_components = len(chol.pivots)
     else:
-        n_components = auto_rank(
+        n_components = dof_rank(
             dof.d_max, estimate_rule.name, access.n_samples, d_eff=dof.d_eff
         )
         if n_components > max_rank:

@@ -142,7 +142,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     (:ref:`automatic_rank`); the degrees of freedom are estimated on the way
     without forming the ``n x n`` matrix and reported.  Without targets, and
     with ``n_components="dof"``, the rank is the paper's rule from the
-    estimated degrees of freedom (:func:`auto_rank`).  Either way the rank
+    estimated degrees of freedom (:func:`dof_rank`).  Either way the rank
     is at most ``max_components``.
 
     Parameters
@@ -170,7 +170,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         estimated loss of test error against exact kernel ridge is at most
         ``loss_tol``, certified on the targets ``y`` given to ``fit`` (the
         paper's rule without them); ``"dof"``: the paper's rule,
-        :func:`auto_rank` of the estimated degrees of freedom; an int larger
+        :func:`dof_rank` of the estimated degrees of freedom; an int larger
         than ``n_samples`` is clipped with a warning.  Pass
         ``theoretical_rank(...)`` for Bach's worst-case rank.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
@@ -276,7 +276,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     --------
     sklearn.kernel_approximation.Nystroem : Fixed-rank uniform Nystroem.
     estimate_degrees_of_freedom : The estimate behind ``n_components="dof"``.
-    auto_rank : The paper's rank rule.
+    dof_rank : The paper's rank rule.
 
     References
     ----------

@@ -11,9 +11,10 @@ gives an expected in-sample prediction error at most ``(1 + 4 delta)`` times
 that of exact kernel ridge regression, where ``R^2 >= k(x, x)`` and
 ``lambda = alpha / n``.  The theorem's constants are worst-case: in practice
 (the paper's Figure 2) ``p`` close to ``d_max`` suffices, which is what the
-paper's rule ``n_components="dof"`` uses, with constants set by experiment
-(``benchmarks/calibrate_auto_rank.py``).  ``n_components="auto"`` certifies
-a loss of test error instead (:mod:`~sklearn_dof._certificate`).
+paper's rule ``n_components="dof"`` uses (:func:`dof_rank`), with
+constants set by experiment (doc/design/paper_rule.rst).
+``n_components="auto"`` certifies a loss of test error instead
+(:mod:`~sklearn_dof._certificate`).
 """
 
 import math
@@ -26,10 +27,12 @@ from ._samplers import SAMPLING_OPTIONS, SAMPLING_RULES
 from ._validation import user_stacklevel
 
 # The constants p = ceil(c * d) are the rules' (rank_factor and
-# rank_statistic of sklearn_dof._samplers): calibrated on the paper's
-# periodic spline problems (benchmarks/calibrate_auto_rank.py) and on real
-# and clustered data (benchmarks/bench_samplers.py); the figures are in
-# doc/design/paper_rule.rst (summed up in doc/paper_rule.rst).
+# rank_statistic of sklearn_dof._samplers): the smallest c that keeps the
+# seed-averaged in-sample error within 1% of exact kernel ridge on the
+# paper's periodic spline problems, with margin, and for the d_eff samplers
+# on clustered and real data too.  The calibration is in
+# doc/design/paper_rule.rst (summed up in doc/paper_rule.rst);
+# benchmarks/bench_auto_rank.py checks the ranks against their oracle.
 
 
 @validate_params(
@@ -41,7 +44,7 @@ from ._validation import user_stacklevel
     },
     prefer_skip_nested_validation=True,
 )
-def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
+def dof_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
     """Number of columns chosen by the paper's rule, ``n_components="dof"``.
 
     ``p = max(1, ceil(c * d))``, capped at ``n_samples``, where
@@ -56,8 +59,8 @@ def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
     On the paper's periodic-spline problems this keeps the in-sample error
     of ``Ridge(alpha)`` on the features within 1% of exact kernel ridge on
     average over draws, at about twice the smallest sufficient rank (median);
-    a single random draw can do worse.  Constants from
-    ``benchmarks/calibrate_auto_rank.py`` and ``benchmarks/bench_samplers.py``.
+    a single random draw can do worse.  The calibration of the constants is
+    in doc/design/paper_rule.rst.
 
     Parameters
     ----------
@@ -77,17 +80,17 @@ def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
 
     Examples
     --------
-    >>> from sklearn_dof import auto_rank
-    >>> auto_rank(10.0), auto_rank(10.0, "pivoted"), auto_rank(10.0, n_samples=20)
+    >>> from sklearn_dof import dof_rank
+    >>> dof_rank(10.0), dof_rank(10.0, "pivoted"), dof_rank(10.0, n_samples=20)
     (28, 15, 20)
-    >>> auto_rank(40.0, "rpcholesky", d_eff=5.0)
+    >>> dof_rank(40.0, "rpcholesky", d_eff=5.0)
     15
     """
     rule = SAMPLING_RULES[sampling]
     if rule.rank_statistic == "d_eff":
         if d_eff is None:
             raise ValueError(
-                f"auto_rank(sampling={sampling!r}) reads d_eff: pass d_eff=..."
+                f"dof_rank(sampling={sampling!r}) reads d_eff: pass d_eff=..."
             )
         d = d_eff
     else:
@@ -96,6 +99,40 @@ def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
     if n_samples is not None:
         p = min(p, n_samples)
     return int(p)
+
+
+def auto_rank(d_max, sampling="uniform", n_samples=None, *, d_eff=None):
+    """Number of columns chosen by the paper's rule (deprecated name).
+
+    .. deprecated:: 0.1
+        ``auto_rank`` is deprecated in 0.1 and will be removed in 0.3; use
+        :func:`dof_rank` instead, which takes the same arguments and
+        returns the same rank.
+
+    Parameters
+    ----------
+    d_max : float
+        (Estimated) maximal marginal degrees of freedom.
+    sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, default="uniform"
+        Column selection rule.
+    n_samples : int, default=None
+        Cap on the rank.
+    d_eff : float, default=None
+        (Estimated) degrees of freedom ``tr K (K + alpha I)^-1``; required by
+        the samplers whose rank follows it.
+
+    Returns
+    -------
+    p : int
+        ``dof_rank(d_max, sampling, n_samples, d_eff=d_eff)``.
+    """
+    warnings.warn(
+        "auto_rank is deprecated in 0.1 and will be removed in 0.3; use "
+        "dof_rank instead.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return dof_rank(d_max, sampling, n_samples, d_eff=d_eff)
 
 
 @validate_params(

@@ -14,7 +14,7 @@ fit.  A rule knows
   Alaoui & Mahoney 2015, Musco & Musco 2017, Chen et al. 2022), which is
   also the statistic whose convergence stops the doubling estimate;
 * the constant of its automatic rank ``p = ceil(rank_factor * d)``
-  (:func:`~sklearn_dof.auto_rank`).
+  (:func:`~sklearn_dof.dof_rank`).
 
 :data:`SAMPLING_RULES` is the registry of the named rules; the parameter
 constraints of the estimators are derived from it.
@@ -302,7 +302,7 @@ class _Registry(Mapping):
     ``"rpcholesky"``) to its rule, whose attributes state what the
     automatic rank reads: ``rank_statistic`` (``"d_max"`` or ``"d_eff"``)
     and ``rank_factor`` ``c`` of ``p = ceil(c * d)`` (see
-    :func:`~sklearn_dof.auto_rank`).
+    :func:`~sklearn_dof.dof_rank`).
 
     Examples
     --------

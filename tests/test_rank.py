@@ -1,13 +1,13 @@
 import pytest
 
-from sklearn_dof import auto_rank, theoretical_rank
+from sklearn_dof import auto_rank, dof_rank, theoretical_rank
 
 
-def test_auto_rank_scales_with_d_max_and_is_capped():
-    assert auto_rank(10.0, "uniform") > auto_rank(10.0, "pivoted")
-    assert auto_rank(20.0) > auto_rank(10.0)
-    assert auto_rank(1000.0, n_samples=50) == 50
-    assert auto_rank(0.0) == 1
+def test_dof_rank_scales_with_d_max_and_is_capped():
+    assert dof_rank(10.0, "uniform") > dof_rank(10.0, "pivoted")
+    assert dof_rank(20.0) > dof_rank(10.0)
+    assert dof_rank(1000.0, n_samples=50) == 50
+    assert dof_rank(0.0) == 1
 
 
 def test_theoretical_rank_formula_and_cap():
@@ -22,6 +22,12 @@ def test_theoretical_rank_formula_and_cap():
 
 def test_rank_rules_validate_parameters():
     with pytest.raises(ValueError, match="sampling"):
-        auto_rank(3.0, "random")
+        dof_rank(3.0, "random")
     with pytest.raises(ValueError, match="alpha"):
         theoretical_rank(3.0, 100, alpha=-1.0)
+
+
+def test_auto_rank_is_a_deprecated_alias_of_dof_rank():
+    with pytest.warns(FutureWarning, match="auto_rank is deprecated in 0.1.*dof_rank"):
+        p = auto_rank(40.0, "rpcholesky", 100, d_eff=5.0)
+    assert p == dof_rank(40.0, "rpcholesky", 100, d_eff=5.0)

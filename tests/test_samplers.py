@@ -9,8 +9,8 @@ from sklearn_dof import (
     DoFKernelLogisticRegression,
     DoFKernelRidge,
     DoFNystroem,
-    auto_rank,
     degrees_of_freedom,
+    dof_rank,
     randomly_pivoted_cholesky,
 )
 from sklearn_dof.datasets import make_clustered
@@ -73,11 +73,11 @@ def test_column_weights_do_not_change_the_nystroem_approximation():
     np.testing.assert_allclose(weighted, plain, atol=1e-8)
 
 
-def test_auto_rank_of_d_eff_samplers():
-    assert auto_rank(100.0, "leverage", d_eff=10.0) == 50
-    assert auto_rank(100.0, "rpcholesky", d_eff=10.0, n_samples=20) == 20
+def test_dof_rank_of_d_eff_samplers():
+    assert dof_rank(100.0, "leverage", d_eff=10.0) == 50
+    assert dof_rank(100.0, "rpcholesky", d_eff=10.0, n_samples=20) == 20
     with pytest.raises(ValueError, match="d_eff"):
-        auto_rank(100.0, "leverage")
+        dof_rank(100.0, "leverage")
 
 
 @pytest.mark.parametrize("sampling", ["leverage", "rpcholesky"])
@@ -114,7 +114,7 @@ def test_d_eff_samplers_estimate_d_eff(sampling):
     exact = degrees_of_freedom(K, 1.0)
     nys = DoFNystroem(alpha=1.0, gamma=1.0, sampling=sampling, random_state=0).fit(X)
     assert nys.effective_dof_ == pytest.approx(exact.d_eff, rel=0.15)
-    assert nys.n_components_ == auto_rank(
+    assert nys.n_components_ == dof_rank(
         nys.dof_, sampling, len(X), d_eff=nys.effective_dof_
     )
 
@@ -201,10 +201,10 @@ def test_selector_returning_points():
     np.testing.assert_allclose(model.predict(X), z, atol=1e-8)
 
 
-def test_selector_returning_rows_with_auto_rank():
+def test_selector_returning_rows_with_dof_rank():
     X, _, _ = make_nonuniform(400)
     nys = DoFNystroem(gamma=1.0, sampling=EveryOther(), random_state=0).fit(X)
-    expected = auto_rank(nys.dof_, "uniform", 400)
+    expected = dof_rank(nys.dof_, "uniform", 400)
     np.testing.assert_array_equal(
         nys.component_indices_, np.arange(0, 400, 2)[:expected]
     )
