@@ -23,19 +23,19 @@ certificate non-increasing along the nested ranks, so the smallest certified
 rank is a threshold, not a lucky dip. ``LOO`` at every rank of a grid costs
 one factorisation and one pass over the factor (:func:`loo_curve`).
 
-Why this estimate (measured in ``benchmarks/bench_auto_rank.py``;
-doc/design/automatic_rank.rst, "Why this estimate"):
+Why this estimate (the measurements are in doc/design/automatic_rank.rst,
+"Why this estimate"; ``benchmarks/bench_auto_rank.py`` checks the ranks
+against their oracle):
 
 * the ridge objective ``J(L) = alpha y^T (L + alpha I)^{-1} y`` decreases
   along nested ranks and ``J(L_q) - J(K) >= ||z_q - z_K||^2`` bounds how far
   the approximate fit is from the exact one; but a low-rank fit is also a
   more regularised one, and on real data the excess objective overstated
-  the loss of test error many times over (abalone: 13% at a rank whose test
-  error was 2% *below* the exact fit's), which multiplies the rank;
+  the loss of test error many times over, which multiplies the rank;
 * generalised cross-validation, ``LOO`` with every leverage replaced by
   their mean, inflates near full rank at small penalties, where the
-  leverages are far from equal (pol: ``GCV`` at full rank above ``GCV`` at
-  a third of it), and then certified ranks with 25% more test error.
+  leverages are far from equal, and then certifies ranks whose test error
+  is well above the exact fit's.
 """
 
 import math
@@ -58,9 +58,10 @@ _RATIO_MIN = 0.25
 # Bytes of a block of the factor's rows in the certificate's pass.
 _BLOCK_BYTES = 8 * 2**20
 # Columns of the factor on which the penalty of a grid is chosen: the choice
-# settles long before the rank does, and its eigendecomposition costs r^3
-# (on the ten regression sets of bench_defaults.py, 256 and 1024 columns
-# chose the same penalty, at a fifth less fit time).
+# settles long before the rank does (256 and 1,024 columns chose the same
+# penalty on every regression set measured), and its eigendecomposition
+# costs r^3 (doc/design/cross_validation.rst, "The penalty on low-rank
+# fits").
 _PENALTY_RANK = 256
 # Floor of the logistic curvature p (1 - p) (a probability of 1e-12).
 _CURVATURE_FLOOR = 1e-12
@@ -174,12 +175,13 @@ class LossCertificate:
         Otherwise the ``r``-th eigenvalue of ``L`` is typically still above
         ``alpha``: the columns have not reached the part of the spectrum that
         the penalty cuts off, and a plateau of the leave-one-out error says
-        nothing about the directions to come (on the ten regression sets of
-        ``bench_auto_rank.py`` at 2,000 rows, every uncertified round with
-        ``d_eff(L) > r / 2`` at ``r = 256`` went on to the exact fit; the
-        ranks that did certify, pumadyn32nm and abalone, had ``d_eff(L) <=
-        0.4 r`` there).  For the logistic loss ``dof`` is that of Newton's
-        weighted ridge, the curvatures ``p (1 - p) <= 1/4`` scaling ``L``.
+        nothing about the directions to come (on the regression sets of
+        ``benchmarks/bench_auto_rank.py`` every uncertified round with
+        ``d_eff(L) > r / 2`` went on to the exact fit, and the rounds that
+        certified had ``d_eff(L)`` well below ``r / 2``:
+        doc/design/automatic_rank.rst, "How the rounds stop").
+        For the logistic loss ``dof`` is that of Newton's weighted ridge, the
+        curvatures ``p (1 - p) <= 1/4`` scaling ``L``.
         """
         return self.dof is None or self.dof <= 0.5 * self.rank
 

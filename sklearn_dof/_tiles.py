@@ -3,18 +3,16 @@
 OpenBLAS's threaded ``dsyrk`` (``level3_syrk_threaded.c``) crashes the
 process with a segmentation fault for large outputs, and with it everything
 built on it: LAPACK's ``dpotrf`` (its trailing updates are syrk), numpy's
-``B.T @ B`` (numpy calls syrk when both operands are one array).  Measured
-with the OpenBLAS of numpy 2.4.6 (0.3.31) and scipy 1.17.1 (0.3.30) on a
-2-core x86-64 machine (``benchmarks/blas_boundary.py``): ``B.T @ B`` with
-``B`` of shape ``(k, n)`` on 2 threads crashed at ``n = 18,250, k = 256``
-and at ``n = 16,384, k = 1,024`` and ran at ``n = 18,000, k = 256``,
-``n = 16,384, k = 512``, ``n = 12,000, k = 1,024`` and ``n = 8,192`` for
-every ``k`` up to ``8,192`` and every thread count from 2 to 16; the
-Cholesky factorisation crashed at ``n = 16,384`` and ran at ``15,000``;
-on one thread both ran at ``n = 20,000``.  General products (``dgemm``,
-``n = 20,000``, ``k = 4,096``), ``dsyr2k`` (``n = 18,250``) and ``dtrsm``
-(``n = 20,000``) did not crash.  This class of crash is known upstream
-(OpenBLAS issues 2562 and 2821).
+``B.T @ B`` (numpy calls syrk when both operands are one array).  With
+OpenBLAS 0.3.30 and 0.3.31 the smallest order measured to crash was
+``16,384`` (``B.T @ B`` with ``B`` of shape ``(1024, n)``, and the
+Cholesky factorisation), while order ``8,192`` ran for every inner
+dimension and thread count tried; single-threaded calls, general products
+(``dgemm``), ``dsyr2k`` and ``dtrsm`` did not crash at the orders measured
+(up to ``20,000``).  This class of crash is known upstream (OpenBLAS
+issues 2562 and 2821); the measurement, and how to rerun it when numpy,
+scipy or OpenBLAS change, are in doc/design/scaling.rst ("Benchmarks
+removed with issue 50").
 
 So no call here hands OpenBLAS a syrk or a Cholesky factorisation of order
 above :data:`TILE_ORDER`: larger ones run by square tiles of at most that

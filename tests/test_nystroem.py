@@ -99,7 +99,8 @@ def _in_sample_errors(data, alpha, sampling, seed, n_components):
 def test_dof_rank_keeps_in_sample_error_within_one_percent(sampling, beta, delta, lam):
     # The paper's rule on the paper's problems and metric, the excess risk
     # ||z - f||^2: lam is the penalty minimising the exact error at n = 1000
-    # (benchmarks/calibrate_auto_rank.py); the promise is on average over draws.
+    # (the calibration of doc/design/paper_rule.rst); the promise is on
+    # average over draws.
     ratios = []
     for seed in range(6):
         data = make_periodic_spline(1000, beta=beta, delta=delta, random_state=seed)
