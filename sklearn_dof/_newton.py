@@ -909,17 +909,17 @@ def auto_inner_solver(n_features, n_classes, fit_intercept, max_hessian_bytes):
     With ``m`` classes and ``q = p + 1`` parameters per class, forming the
     multinomial Hessian costs ``n q^2 m (m + 1) / 2`` flops per Newton step
     and factoring it ``(m q)^3 / 3``, against ``4 n q m`` per product with
-    the Hessian in Newton-CG: from three classes on, Newton-CG took from a
-    fifth to a thirty-second of the Cholesky steps' time for the same steps
-    and coefficients (``benchmarks/bench_logistic_solvers.py``,
-    doc/logistic.rst).  For two classes (a9a, ``alpha = 1``, 2 threads)
-    Newton-CG took 1.09 times the Cholesky steps' time at ``p = 256``,
-    0.82 at 512, 0.74 at 1,024 and 0.39 at 3,854 (26 s against 67 s): the
-    ``n q^2`` Hessian of every step outgrows the few products of ``n q``
-    that its Gram preconditioner leaves.  Nearly unpenalised (``alpha =
-    1e-8``) both stop within a few ``tol`` of the optimum of the objective
-    divided by ``n`` (measured 0.57 ``tol`` with Cholesky steps, 2.3 with
-    Newton-CG, ``tests/test_logistic.py::test_small_alpha_few_newton_steps``).
+    the Hessian in Newton-CG: from three classes on, Newton-CG takes a
+    fraction of the Cholesky steps' time for the same steps and
+    coefficients.  For two classes Newton-CG is slower at ``p = 256`` and
+    faster from 512 on, ever more so as ``p`` grows: the ``n q^2`` Hessian
+    of every step outgrows the few products of ``n q`` that its Gram
+    preconditioner leaves; :data:`CHOLESKY_MAX_FEATURES` lies between the
+    two.  Nearly unpenalised (``alpha = 1e-8``) both stop within a few
+    ``tol`` of the optimum of the objective divided by ``n``
+    (``tests/test_logistic.py::test_small_alpha_few_newton_steps``).  The
+    measurements are in doc/design/logistic.rst, "The Newton-CG
+    preconditioner" (summed up in doc/logistic.rst).
     """
     if n_classes > 2 or n_features >= CHOLESKY_MAX_FEATURES:
         return "cg"
