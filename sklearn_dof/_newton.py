@@ -20,7 +20,8 @@ Hessian (two classes, a few hundred features, a Hessian within
 ``max_hessian_bytes``) or by
 preconditioned conjugate gradient on Hessian-vector products (Newton-CG,
 never forming the Hessian), then backtracks until the Armijo condition
-holds.
+holds: the steps of :class:`_NewtonSolver`, named as in scikit-learn's
+``NewtonSolver``.
 """
 
 import math
@@ -234,6 +235,7 @@ class _Problem:
         return float(self.s @ pointwise) + 0.5 * self.lam * float(np.vdot(coef, coef))
 
     def probabilities(self, R):
+        """Class probabilities from decision values ``R``, shape (n, m)."""
         if self.binary:
             return expit(R)
         return np.exp(R - logsumexp(R, axis=1, keepdims=True))
@@ -391,11 +393,9 @@ class _Problem:
         triangular basis ``K(x, I) R^{-1}`` (``features.cholesky``) take the
         landmarks' approximation instead (:meth:`_nystroem_gram`): the pass
         costs as much as ``p / 4`` Hessian products, more than the exact
-        Gram matrix saves (int fits, 2 threads: a9a at 3,854 landmarks 24.6
-        -> 18.9 s, ijcnn1 at 4,096 38.5 -> 31.7 s, the same Newton steps and
-        log-losses to 1e-9); with ``m`` classes a product costs ``m`` times
-        more and the exact one pays (pendigits, 4,096 landmarks, ten
-        classes: 20.2 s with it, 23.8 without; satimage 9.1 and 13.6).
+        Gram matrix saves in products for two classes (the same Newton
+        steps and optimum); with ``m`` classes a product costs ``m`` times
+        more, and the exact Gram matrix pays for its pass.
         """
         if self._gram is not None:
             return self._gram
@@ -526,16 +526,14 @@ class _Preconditioner:
     per fit; two classes on features in a triangular basis take the
     landmarks' ``R R^T / p`` instead, :meth:`_Problem.gram`): block ``k``
     of the Hessian, ``Xa^T diag(s c_k) Xa + lam`` (the whole Hessian for
-    two classes), is replaced by ``(cbar / cbar_k) (cbar
-    G + lam)``, with ``cbar_k`` the class's mean curvature and ``cbar`` their
-    mean: one Cholesky factorisation, ``q^3 / 3`` flops, for every class,
-    redone at a step only where ``cbar`` moved by more than a quarter
-    (satimage's int fit, 2,418 landmarks: 2 factorisations for its 7 steps,
-    a9a's 3 for 7, the same products within one) (an eigendecomposition
-    of ``G`` once per fit, which would give each class its exact ``cbar_k
-    G + lam``, took the same products on
-    pendigits and 7 s at ``q = 4,097``, against 0.4 s per factor).  It holds
-    the feature space's conditioning; it misses how the curvature
+    two classes), is replaced by ``(cbar / cbar_k) (cbar G + lam)``, with
+    ``cbar_k`` the class's mean curvature and ``cbar`` their mean: one
+    Cholesky factorisation, ``q^3 / 3`` flops, for every class, redone at
+    a step only where ``cbar`` moved by more than a quarter
+    (:data:`_REFACTOR_LOG_RATIO`).  An eigendecomposition of ``G``, which
+    would give each class its exact ``cbar_k G + lam``, is not used: it
+    costs many factorisations and saves no products.  The Gram matrix
+    holds the feature space's conditioning; it misses how the curvature
     concentrates on the rows still in doubt, which matters at small
     ``alpha``.  So once a step's CG has used as many products with the
     Hessian as forming the exact per-class blocks costs, it switches to
@@ -543,26 +541,18 @@ class _Preconditioner:
     rent paid equals the price, then buy, and the fit costs at most about
     twice what the better of the two would have.  The price: ``m n q^2``
     flops of the blocks, at the BLAS's compute rate, against two passes
-    over the ``n x q`` features per product, at the memory's bandwidth:
-    about ``m q / 48`` products on this 2-core machine, measured ``m q /
-    80`` (pendigits, ``m = 10``, ``q = 1025``: 125 products; ijcnn1, ``m =
-    1``: 17), which is the switch.  With more cores the compute rate grows
+    over the ``n x q`` features per product, at the memory's bandwidth;
+    their measured ratio (doc/logistic.rst) puts the switch at
+    ``max(10, m q / 80)`` products.  With more cores the compute rate grows
     faster than the bandwidth, the blocks get cheaper, and the switch comes
-    late, not early.  Pendigits at ``p = 1024``, ``alpha = 1``: 13.3 s with
-    the blocks at every step, 3.4 s with the switch (it never switched); at
-    ``p = 512``, ``alpha = 1e-3``: 6.6 s and 6.0 s, 28 s with the Gram's
-    alone.
+    late, not early.
 
     A warm start that carries its Hessian, factored (two classes,
     :attr:`NewtonResult.hessian`, which the certificate's leave-one-out
     pass leaves), preconditions every step with it instead, whatever the
     budget (its memory is spent): exact at the first step, and the start is
-    within the certificate's tolerance of the optimum.  On a9a's certified
-    rank (3,854 columns) the final fit then took one Newton step of 3
-    products, 0.7 s, against 2.6 s with the Gram matrix's; ijcnn1's (4,096
-    columns, its Hessian from a 32,768-row subsample) 1.9 s, where an
-    earlier profile had its Gram-preconditioned fit form three exact
-    Hessians, 9.4 s of them.
+    within the certificate's tolerance of the optimum, so that a step of a
+    few products is left, and no Gram matrix or exact Hessian is formed.
 
     Without room in ``max_hessian_bytes`` for the Gram matrix (``8 q^2``
     bytes) the Hessian's diagonal; without room for the blocks (``8 m
@@ -600,8 +590,25 @@ class _Preconditioner:
         self._gram_factor = None
 
     def step(self, g, P):
-        """Newton step at probabilities ``P`` and (projected) gradient ``g``,
-        forcing ``min(0.5, sqrt(||g||))``."""
+        """Newton step at probabilities ``P`` by preconditioned CG.
+
+        The truncated-Newton forcing ``||H d + g|| <= min(0.5, sqrt(||g||))
+        ||g||`` converges superlinearly and asks fewer products per step
+        than the quadratic forcing ``min(0.5, ||g||)`` (Nocedal and Wright,
+        Section 7.1).
+
+        Parameters
+        ----------
+        g : ndarray of shape (m * q,)
+            The projected gradient, flattened class-major.
+        P : ndarray of shape (n_samples, m)
+            Probabilities at the iterate.
+
+        Returns
+        -------
+        d : ndarray of shape (m * q,)
+            The step.
+        """
         problem = self.problem
         shape = (problem.m, problem.q)
 
@@ -622,6 +629,8 @@ class _Preconditioner:
         return d
 
     def _apply(self, P):
+        """The preconditioner of the current mode at probabilities ``P``, as
+        a function of a flattened residual."""
         problem = self.problem
         shape = (problem.m, problem.q)
         if self.mode == "blocks":
@@ -681,142 +690,26 @@ class _Preconditioner:
         return lambda r: problem.project(solve(r.reshape(shape))).ravel()
 
 
-@validate_params(
-    {
-        "Phi": ["array-like", FeatureBlocks],
-        "y": ["array-like"],
-        "alpha": [Interval(Real, 0, None, closed="neither")],
-        "n_classes": [Interval(Integral, 2, None, closed="left"), None],
-        "sample_weight": ["array-like", None],
-        "fit_intercept": ["boolean"],
-        "tol": [Interval(Real, 0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "max_hessian_bytes": [Interval(Real, 0, None, closed="left")],
-        "inner_solver": [StrOptions({"auto", "cholesky", "cg"})],
-        "start": [NewtonResult, None],
-        "check_decrement": ["boolean"],
-    },
-    prefer_skip_nested_validation=True,
-)
-def logistic_newton(
-    Phi,
-    y,
-    alpha,
-    *,
-    n_classes=None,
-    sample_weight=None,
-    fit_intercept=True,
-    tol=1e-8,
-    max_iter=100,
-    max_hessian_bytes=DEFAULT_MAX_HESSIAN_BYTES,
-    inner_solver="auto",
-    start=None,
-    check_decrement=True,
-):
-    """L2-penalised logistic regression by a damped Newton method.
+def _check_inputs(Phi, y, n_classes, sample_weight):
+    """Check what ``@validate_params`` cannot: shapes and values.
 
-    Minimises ``sum_i w_i loss_i + (alpha / 2) ||coef||^2`` (intercepts not
-    penalised), the objective of
-    ``LogisticRegression(C=1 / alpha, solver="newton-cholesky")``: the
-    binomial loss with a sigmoid for two classes, the multinomial loss with
-    the symmetric (over-parametrised) softmax otherwise, which the penalty
-    makes strictly convex in the coefficients.
-
-    Each iteration solves ``H d = -g`` for the Newton step and backtracks
-    along ``d`` (Armijo).  For more than two classes, or two with
-    :data:`CHOLESKY_MAX_FEATURES` features or more or a Hessian over
-    ``max_hessian_bytes`` (:func:`auto_inner_solver`), the step
-    comes from preconditioned conjugate gradient on Hessian-vector
-    products, ``O(n p m)`` each, with
-    the truncated-Newton forcing ``||H d + g|| <= min(0.5, sqrt(||g||)) ||g||``
-    (superlinear convergence; on pendigits at ``p = 1024`` the same six
-    Newton steps as the forcing ``min(0.5, ||g||)`` of quadratic
-    convergence, with 70 products instead of 126), preconditioned as
-    :class:`_Preconditioner` says; otherwise ``H`` is formed and
-    Cholesky-factored, in ``O(n (m p)^2 + (m p)^3)``.
-
-    The iteration stops, as scikit-learn's ``newton-cholesky`` does, when
-    ``max |gradient| <= tol`` and half the squared Newton decrement
-    ``-g^T d / 2 <= tol``, both for the objective divided by ``sum_i w_i``.
+    The decorator checks each argument's type and range; this checks that
+    the arguments agree with each other and that ``y`` and
+    ``sample_weight`` hold valid values.
 
     Parameters
     ----------
-    Phi : array-like of shape (n_samples, n_features) or FeatureBlocks
-        Features, e.g. :meth:`DoFNystroem.transform` of the training data,
-        or the same as row blocks computed on demand.
-    y : array-like of shape (n_samples,)
-        Class indices in ``0, ..., n_classes - 1``; with two classes, 1 is
-        the positive class.
-    alpha : float > 0
-        Penalty, ``alpha = 1 / C``.
-    n_classes : int >= 2, default=None
-        Number of classes; ``None`` means ``max(y) + 1`` (at least 2).
-    sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative weights, not all zero.
-    fit_intercept : bool, default=True
-        Whether to fit (unpenalised) intercepts.
-    tol : float > 0, default=1e-8
-        Tolerance of the stopping rule.
-    max_iter : int, default=100
-        Maximal number of Newton steps.
-    max_hessian_bytes : float, default=2**28
-        Memory budget of the Hessian of two classes (beyond it, Newton-CG)
-        and of Newton-CG's preconditioner: the Gram matrix and the per-class
-        diagonal blocks of the Hessian when they fit in it, else the
-        Hessian's diagonal (see :class:`_Preconditioner`).  A forced
-        Cholesky inner solver forms the Hessian whatever the budget.
-    inner_solver : {"auto", "cholesky", "cg"}, default="auto"
-        The inner solver; ``"auto"``: :func:`auto_inner_solver`.
-    start : NewtonResult, default=None
-        A warm start: the fit on the first ``k <= n_features`` features,
-        whose coefficients the others' zeros complete (the fit on a prefix of
-        nested features, such as a partial Cholesky factor's columns).  None:
-        the intercept-only fit.
-    check_decrement : bool, default=True
-        Whether the stopping rule also asks for the Newton decrement.
-        False: the gradient test alone, for a caller that takes an exact
-        Newton step of its own from the fit (the two-class certificate's
-        leave-one-out pass factors the Hessian there, and its full-rank
-        fit is that step).
+    Phi, y, n_classes, sample_weight
+        As for :func:`logistic_newton`.
 
     Returns
     -------
-    result : NewtonResult
-        Named tuple ``(coef, intercept, n_iter, converged, inner_solver)``.
-
-    Warns
-    -----
-    ConvergenceWarning
-        If the stopping rule is not met within ``max_iter`` steps or the
-        line search fails.
-
-    See Also
-    --------
-    sklearn.linear_model.LogisticRegression : The same objective, on
-        ``C = 1 / alpha``.
-    DoFKernelLogisticRegression : This solver on Nystroem features.
-
-    References
-    ----------
-    .. [1] J. Nocedal and S. J. Wright, "Numerical Optimization", 2nd ed.,
-       Springer 2006 (Chapters 3 and 7: line search and Newton-CG).
-    .. [2] S. Boyd and L. Vandenberghe, "Convex Optimization", Cambridge
-       University Press 2004 (Section 9.5: the Newton decrement).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn.linear_model import LogisticRegression
-    >>> from sklearn_dof._newton import logistic_newton
-    >>> rng = np.random.RandomState(0)
-    >>> Phi = rng.randn(200, 5)
-    >>> y = (Phi[:, 0] + 0.5 * rng.randn(200) > 0).astype(int)
-    >>> res = logistic_newton(Phi, y, alpha=1.0)
-    >>> res.converged, res.n_iter <= 10
-    (True, True)
-    >>> ref = LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-10)
-    >>> bool(np.allclose(res.coef, ref.fit(Phi, y).coef_, atol=1e-6))
-    True
+    Phi : FeatureBlocks
+        The features; rows of zero weight removed from an array (blocks
+        just carry them: they take no part in the objective).
+    y : ndarray of shape (n_samples,), dtype intp
+    n_classes : int
+    sample_weight : ndarray of shape (n_samples,)
     """
     if isinstance(Phi, FeatureBlocks):
         n_rows = Phi.n_samples
@@ -851,18 +744,29 @@ def logistic_newton(
                 "Sample weights must contain at least one non-zero number."
             )
         keep = sample_weight > 0
-        # Zero weights take no part in the objective (blocks just carry them).
         if not keep.all() and not isinstance(Phi, FeatureBlocks):
             Phi, y, sample_weight = Phi[keep], y[keep], sample_weight[keep]
-
     if not isinstance(Phi, FeatureBlocks):
         Phi = FeatureBlocks.from_array(Phi)
-    problem = _Problem(Phi, y, n_classes, alpha, sample_weight, fit_intercept)
-    if inner_solver == "auto":
-        inner_solver = auto_inner_solver(
-            problem.p, n_classes, fit_intercept, max_hessian_bytes
-        )
+    return Phi, y, n_classes, sample_weight
 
+
+def _start_point(problem, start):
+    """The first iterate of :func:`logistic_newton`.
+
+    Parameters
+    ----------
+    problem : _Problem
+        The objective.
+    start : NewtonResult or None
+        A fit on the first ``k <= p`` features, whose coefficients the
+        others' zeros complete.  None: the intercept-only fit, where the
+        intercepts' gradient vanishes (at coefficients zero).
+
+    Returns
+    -------
+    theta : ndarray of shape (m, q)
+    """
     theta = np.zeros((problem.m, problem.q))
     if start is not None:
         k = start.coef.shape[1]
@@ -872,54 +776,178 @@ def logistic_newton(
                 f"({problem.m}, k) with k <= {problem.p}."
             )
         theta[:, :k] = start.coef
-        if fit_intercept:
+        if problem.fit_intercept:
             theta[:, -1] = start.intercept
-    elif fit_intercept:
-        # Start from the intercept-only fit: the gradient of the intercepts
-        # vanishes there (at coefficients zero).
+    elif problem.fit_intercept:
         freq = problem.s @ problem.Y
         freq = np.clip(freq, 1e-12, 1.0 - 1e-12)
         if problem.binary:
             theta[0, -1] = math.log(freq[0] / (1.0 - freq[0]))
         else:
             theta[:, -1] = np.log(freq) - np.log(freq).mean()
+    return theta
 
-    preconditioner = None
-    if inner_solver == "cg":
-        hessian = None if start is None else start.hessian
-        preconditioner = _Preconditioner(problem, max_hessian_bytes, hessian)
-    theta, n_iter, converged = _newton_loop(
-        problem, theta, tol, max_iter, preconditioner, check_decrement
-    )
 
-    coef = theta[:, : problem.p].copy()
-    if fit_intercept:
-        intercept = theta[:, problem.p].copy()
-        if not problem.binary:
-            intercept -= intercept.mean()
-    else:
-        intercept = np.zeros(problem.m)
-    return NewtonResult(coef, intercept, n_iter, converged, inner_solver)
+def _preconditioner(problem, inner_solver, max_hessian_bytes, start):
+    """The inner solver of :func:`logistic_newton`, as its preconditioner.
+
+    Parameters
+    ----------
+    problem : _Problem
+        The objective.
+    inner_solver : {"auto", "cholesky", "cg"}
+        ``"auto"``: :func:`auto_inner_solver`.
+    max_hessian_bytes : float
+        Memory budget of the Hessian and of the preconditioner.
+    start : NewtonResult or None
+        A warm start; the Hessian it carries, if any, preconditions the
+        Newton-CG steps.
+
+    Returns
+    -------
+    preconditioner : _Preconditioner or None
+        None for Cholesky steps.
+    """
+    if inner_solver == "auto":
+        inner_solver = auto_inner_solver(
+            problem.p, problem.n_classes, problem.fit_intercept, max_hessian_bytes
+        )
+    if inner_solver == "cholesky":
+        return None
+    hessian = None if start is None else start.hessian
+    return _Preconditioner(problem, max_hessian_bytes, hessian)
+
+
+@validate_params(
+    {
+        "Phi": ["array-like", FeatureBlocks],
+        "y": ["array-like"],
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "n_classes": [Interval(Integral, 2, None, closed="left"), None],
+        "sample_weight": ["array-like", None],
+        "fit_intercept": ["boolean"],
+        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "max_hessian_bytes": [Interval(Real, 0, None, closed="left")],
+        "inner_solver": [StrOptions({"auto", "cholesky", "cg"})],
+        "start": [NewtonResult, None],
+        "check_decrement": ["boolean"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def logistic_newton(
+    Phi,
+    y,
+    alpha,
+    *,
+    n_classes=None,
+    sample_weight=None,
+    fit_intercept=True,
+    tol=1e-8,
+    max_iter=100,
+    max_hessian_bytes=DEFAULT_MAX_HESSIAN_BYTES,
+    inner_solver="auto",
+    start=None,
+    check_decrement=True,
+):
+    """L2-penalised logistic regression by a damped Newton method.
+
+    Minimises the objective of ``LogisticRegression(C=1 / alpha)`` by the
+    steps of :class:`_NewtonSolver`, until ``max |gradient| <= tol`` and
+    ``|g^T d| / 2 <= tol`` for the objective divided by ``sum_i w_i``.
+
+    Parameters
+    ----------
+    Phi : array-like of shape (n_samples, n_features) or FeatureBlocks
+        Features, or the same as row blocks computed on demand.
+    y : array-like of shape (n_samples,)
+        Class indices in ``0, ..., n_classes - 1`` (two classes: 1 positive).
+    alpha : float > 0
+        Penalty, ``alpha = 1 / C``.
+    n_classes : int >= 2, default=None
+        Number of classes; None means ``max(y) + 1`` (at least 2).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights, not all zero.
+    fit_intercept : bool, default=True
+        Whether to fit (unpenalised) intercepts.
+    tol : float > 0, default=1e-8
+        Tolerance of the stopping rule.
+    max_iter : int, default=100
+        Maximal number of Newton steps.
+    max_hessian_bytes : float, default=2**28
+        Memory budget of the two-class Hessian and of :class:`_Preconditioner`
+        (a forced ``"cholesky"`` forms the Hessian whatever the budget).
+    inner_solver : {"auto", "cholesky", "cg"}, default="auto"
+        How steps are solved; ``"auto"``: :func:`auto_inner_solver`.
+    start : NewtonResult, default=None
+        Warm start: a fit on the first ``k <= n_features`` features
+        (:func:`_start_point`); None: the intercept-only fit.
+    check_decrement : bool, default=True
+        Whether the stopping rule also asks for the Newton decrement; False
+        for a caller that takes an exact Newton step of its own from the fit.
+
+    Returns
+    -------
+    result : NewtonResult
+        The coefficients, intercepts, steps taken and inner solver.
+
+    Warns
+    -----
+    ConvergenceWarning
+        If the stopping rule is not met within ``max_iter`` steps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_dof._newton import logistic_newton
+    >>> rng = np.random.RandomState(0)
+    >>> Phi = rng.randn(200, 5)
+    >>> y = (Phi[:, 0] + 0.5 * rng.randn(200) > 0).astype(int)
+    >>> logistic_newton(Phi, y, alpha=1.0).converged
+    True
+    """
+    Phi, y, n_classes, sample_weight = _check_inputs(Phi, y, n_classes, sample_weight)
+    problem = _Problem(Phi, y, n_classes, alpha, sample_weight, fit_intercept)
+    theta = _start_point(problem, start)
+    preconditioner = _preconditioner(problem, inner_solver, max_hessian_bytes, start)
+    solver = _NewtonSolver(problem, tol, max_iter, preconditioner, check_decrement)
+    solver.solve(theta)
+    return solver.result
 
 
 def auto_inner_solver(n_features, n_classes, fit_intercept, max_hessian_bytes):
-    """``"cholesky"`` for two classes, fewer than :data:`CHOLESKY_MAX_FEATURES`
-    features and a Hessian that fits ``max_hessian_bytes``, else ``"cg"``.
+    """The inner solver that ``inner_solver="auto"`` takes.
 
     With ``m`` classes and ``q = p + 1`` parameters per class, forming the
     multinomial Hessian costs ``n q^2 m (m + 1) / 2`` flops per Newton step
     and factoring it ``(m q)^3 / 3``, against ``4 n q m`` per product with
-    the Hessian in Newton-CG: from three classes on, Newton-CG takes a
-    fraction of the Cholesky steps' time for the same steps and
-    coefficients.  For two classes Newton-CG is slower at ``p = 256`` and
-    faster from 512 on, ever more so as ``p`` grows: the ``n q^2`` Hessian
-    of every step outgrows the few products of ``n q`` that its Gram
-    preconditioner leaves; :data:`CHOLESKY_MAX_FEATURES` lies between the
-    two.  Nearly unpenalised (``alpha = 1e-8``) both stop within a few
-    ``tol`` of the optimum of the objective divided by ``n``
-    (``tests/test_logistic.py::test_small_alpha_few_newton_steps``).  The
-    measurements are in doc/design/logistic.rst, "The Newton-CG
-    preconditioner" (summed up in doc/logistic.rst).
+    the Hessian in Newton-CG, whose steps reach the same coefficients: from
+    three classes on, Newton-CG.  For two classes the ``n q^2`` Hessian of
+    every Cholesky step outgrows, as ``q`` grows, the few products of ``n
+    q`` that Newton-CG's Gram preconditioner leaves;
+    :data:`CHOLESKY_MAX_FEATURES` is where they cross
+    (``benchmarks/bench_logistic_solvers.py``, doc/logistic.rst).  Nearly
+    unpenalised, both stop within a few ``tol`` of the optimum of the
+    objective divided by ``n``
+    (``tests/test_logistic.py::test_small_alpha_few_newton_steps``).
+
+    Parameters
+    ----------
+    n_features : int
+        Number of features ``p``.
+    n_classes : int
+        Number of classes.
+    fit_intercept : bool
+        Whether intercepts are fitted.
+    max_hessian_bytes : float
+        Memory budget of the Hessian.
+
+    Returns
+    -------
+    inner_solver : {"cholesky", "cg"}
+        ``"cholesky"`` for two classes, fewer than
+        :data:`CHOLESKY_MAX_FEATURES` features and a Hessian that fits
+        ``max_hessian_bytes``; else ``"cg"``.
     """
     if n_classes > 2 or n_features >= CHOLESKY_MAX_FEATURES:
         return "cg"
@@ -927,104 +955,278 @@ def auto_inner_solver(n_features, n_classes, fit_intercept, max_hessian_bytes):
     return "cholesky" if nbytes <= max_hessian_bytes else "cg"
 
 
-def _newton_loop(problem, theta, tol, max_iter, preconditioner, check_decrement=True):
-    """Newton steps (Cholesky when ``preconditioner`` is None) with line search;
-    without ``check_decrement`` they stop at the gradient test alone."""
-    if preconditioner is None:
-        free = problem.free
-    else:
-        free = np.ones_like(problem.free)
-    eps = 16 * np.finfo(np.float64).eps
-    R = problem.raw(theta)
-    loss = problem.loss(theta, R)
-    P = problem.probabilities(R)
-    grad = problem.gradient(theta, P)
-    converged = False
-    n_iter = 0
-    failure = None
-    while n_iter < max_iter:
-        if not check_decrement and np.abs(grad).max() <= tol:
-            converged = True
-            break
-        g = grad[free]
-        # Once the gradient test is met, Newton-CG's forcing sqrt(||g||)
-        # would ask for the most products of the fit, for a step whose use
-        # is mostly the decrement the stopping rule reads: two classes whose
-        # Hessian fits the budget form and factor it instead (one pass; the
-        # decrement exact).  A fit started at its optimum (a certified rank's
-        # final fit on a9a, p = 3,854) checked it in 9 s instead of 27 s.
-        # (A start that carries its Hessian needs neither: _Preconditioner.)
+class _NewtonSolver:
+    """Damped Newton iteration on a :class:`_Problem`, in named steps.
+
+    The steps of scikit-learn's ``NewtonSolver``
+    (``sklearn/linear_model/_glm/_newton_solver.py``), in its order::
+
+        setup(theta)
+        while n_iter < max_iter:
+            update_gradient_hessian()  # the Newton system at the iterate
+            inner_solve()              # its step d and the slope g^T d
+            line_search()              # Armijo backtracking along d
+            check_convergence()        # gradient and Newton decrement
+        finalize()                     # the result; warn if not converged
+
+    ``solve`` runs them, and checks convergence twice more than
+    scikit-learn: without ``check_decrement`` before each step (a start
+    that meets the gradient test takes no step, nor forms a Hessian), and
+    between the inner solve and the line search (a start already optimal
+    is not moved).  A failed step (no factorisation, no descent direction,
+    no acceptable step length) ends the iteration, unconverged.
+
+    Parameters
+    ----------
+    problem : _Problem
+        Objective, gradient and curvature.
+    tol : float
+        Tolerance of the stopping rule.
+    max_iter : int
+        Maximal number of Newton steps.
+    preconditioner : _Preconditioner or None
+        Newton-CG's preconditioner; None: Cholesky steps.
+    check_decrement : bool, default=True
+        Whether the stopping rule also asks for the Newton decrement.
+
+    Attributes
+    ----------
+    theta : ndarray of shape (m, q)
+        The iterate.
+    n_iter : int
+        Newton steps taken.
+    converged : bool
+        Whether the stopping rule was met.
+    failure : str or None
+        Why a step failed, if one did.
+    result : NewtonResult
+        The fit, set by :meth:`finalize`.
+
+    References
+    ----------
+    .. [1] J. Nocedal and S. J. Wright, "Numerical Optimization", 2nd ed.,
+       Springer 2006 (Chapters 3 and 7: line search and Newton-CG).
+    .. [2] S. Boyd and L. Vandenberghe, "Convex Optimization", Cambridge
+       University Press 2004 (Section 9.5: the Newton decrement).
+    """
+
+    def __init__(self, problem, tol, max_iter, preconditioner, check_decrement=True):
+        self.problem = problem
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.check_decrement = check_decrement
+
+    def setup(self, theta):
+        """Decision values, objective, probabilities and gradient at ``theta``.
+
+        Cholesky steps keep the parameters that ``problem.free`` fixes (the
+        last multinomial intercept); Newton-CG steps move all of them, in
+        the subspace of :meth:`_Problem.project`.
+        """
+        problem = self.problem
+        if self.preconditioner is None:
+            self.free = problem.free
+        else:
+            self.free = np.ones_like(problem.free)
+        self.theta = theta
+        self.raw = problem.raw(theta)
+        self.loss_value = problem.loss(theta, self.raw)
+        self.proba = problem.probabilities(self.raw)
+        self.gradient = problem.gradient(theta, self.proba)
+        self.slope = None
+        self.n_iter = 0
+        self.converged = False
+        self.failure = None
+
+    def update_gradient_hessian(self):
+        """The Newton system at the iterate: right-hand side and matrix.
+
+        The gradient is the line search's (or the setup's).  Cholesky steps
+        take the free parameters' gradient and Hessian; Newton-CG steps the
+        projected gradient and no matrix (products at ``proba``).  Once the
+        gradient test is met, Newton-CG's forcing ``sqrt(||g||)`` would ask
+        for the most products of the fit, for a step whose use is mostly the
+        decrement that the stopping rule reads: two classes whose Hessian
+        fits the budget form and factor it instead (one pass; the decrement
+        exact).  A start that carries its Hessian needs neither
+        (:class:`_Preconditioner` then has no ``can_block``).
+        """
+        problem, free, preconditioner = self.problem, self.free, self.preconditioner
         exact = preconditioner is None or (
-            problem.binary and preconditioner.can_block and np.abs(grad).max() <= tol
+            problem.binary
+            and preconditioner.can_block
+            and np.abs(self.gradient).max() <= self.tol
         )
         if exact:
-            H = problem.hessian(P)
+            self.g = self.gradient[free]
+            H = problem.hessian(self.proba)
             if not free.all():
                 index = np.flatnonzero(free.ravel())
                 H = H[np.ix_(index, index)]
-            step = _cholesky_step(H, g)
+            self.hessian = H
         else:
-            g = problem.project(grad).ravel()
-            step = preconditioner.step(g, P)
-        if step is None:
-            failure = "the Hessian could not be factored"
-            break
-        direction = np.zeros_like(theta)
-        direction[free] = step
-        slope = float(g @ step)
-        if np.abs(grad).max() <= tol and abs(0.5 * slope) <= tol:
-            # Already optimal (e.g. the intercept-only start on data the
-            # features cannot separate): no step to take.
-            converged = True
-            break
-        if slope > 0:  # not a descent direction: rounding has taken over
-            failure = "the Newton step is not a descent direction"
-            break
+            self.g = problem.project(self.gradient).ravel()
+            self.hessian = None
 
-        # Backtracking (Armijo) line search along the Newton direction.
+    def inner_solve(self):
+        """The Newton step: solve ``H d = -g`` for the direction and slope.
+
+        Returns
+        -------
+        solved : bool
+            False, with :attr:`failure` set, if the Hessian could not be
+            factored.
+        """
+        if self.hessian is not None:
+            step = _cholesky_step(self.hessian, self.g)
+            self.hessian = None  # the factor is not needed past the step
+        else:
+            step = self.preconditioner.step(self.g, self.proba)
+        if step is None:
+            self.failure = "the Hessian could not be factored"
+            return False
+        self.direction = np.zeros_like(self.theta)
+        self.direction[self.free] = step
+        self.slope = float(self.g @ step)
+        return True
+
+    def line_search(self):
+        """Backtracking (Armijo) line search along the Newton direction.
+
+        Halves the step from 1 until the objective decreases by at least
+        ``_LS_SIGMA`` times the slope; where the change is at the rounding
+        level of the objective, accepts a step that decreases the gradient's
+        l1 norm, as scikit-learn does.
+
+        Returns
+        -------
+        accepted : bool
+            False, with :attr:`failure` set, if the direction is not one of
+            descent (rounding has taken over) or no trial was accepted.
+        """
+        if self.slope > 0:
+            self.failure = "the Newton step is not a descent direction"
+            return False
+        problem, theta, direction = self.problem, self.theta, self.direction
         dR = problem.raw(direction)
+        eps = 16 * np.finfo(np.float64).eps
         t = 1.0
-        grad_l1_old = None
-        accepted = False
         for _ in range(_LS_TRIALS):
             theta_new = theta + t * direction
-            R_new = R + t * dR
+            R_new = self.raw + t * dR
             with np.errstate(over="ignore", invalid="ignore"):
                 loss_new = problem.loss(theta_new, R_new)
-            improvement = loss_new - loss
-            if improvement <= t * _LS_SIGMA * slope:
+            improvement = loss_new - self.loss_value
+            armijo = improvement <= t * _LS_SIGMA * self.slope
+            if armijo or abs(improvement) <= eps * abs(self.loss_value):
                 P_new = problem.probabilities(R_new)
                 grad_new = problem.gradient(theta_new, P_new)
-                accepted = True
-                break
-            if abs(improvement) <= eps * abs(loss):
-                # At the rounding level of the objective: accept if the
-                # gradient still decreases (as scikit-learn does).
-                P_new = problem.probabilities(R_new)
-                grad_new = problem.gradient(theta_new, P_new)
-                if grad_l1_old is None:
-                    grad_l1_old = np.abs(grad).sum()
-                if np.abs(grad_new).sum() < grad_l1_old:
-                    accepted = True
-                    break
+                if armijo or np.abs(grad_new).sum() < np.abs(self.gradient).sum():
+                    self.theta, self.raw, self.loss_value = theta_new, R_new, loss_new
+                    self.proba, self.gradient = P_new, grad_new
+                    return True
             t *= _LS_BETA
-        if not accepted:
-            failure = f"the line search failed after {_LS_TRIALS} trials"
-            break
+        self.failure = f"the line search failed after {_LS_TRIALS} trials"
+        return False
 
-        n_iter += 1
-        theta, R, loss, P, grad = theta_new, R_new, loss_new, P_new, grad_new
-        if np.abs(grad).max() <= tol and (not check_decrement or -0.5 * slope <= tol):
-            converged = True
-            break
+    def check_convergence(self):
+        """Whether the stopping rule holds at the iterate; sets :attr:`converged`.
 
-    if not converged:
-        reason = failure or f"the maximal number of iterations {max_iter} was reached"
+        ``max |gradient| <= tol`` and, with ``check_decrement``, half the
+        squared Newton decrement of the last direction, ``|g^T d| / 2 <=
+        tol`` (its absolute value: a direction that rounding turned into
+        one of ascent meets the rule only where it is that small).
+        """
+        self.converged = bool(
+            np.abs(self.gradient).max() <= self.tol
+            and (not self.check_decrement or abs(0.5 * self.slope) <= self.tol)
+        )
+        return self.converged
+
+    def finalize(self):
+        """The fit as a :class:`NewtonResult`; warn if not converged.
+
+        Multinomial intercepts are centred (the symmetric parametrisation):
+        Cholesky steps kept the last one fixed instead.
+        """
+        problem, theta = self.problem, self.theta
+        coef = theta[:, : problem.p].copy()
+        if problem.fit_intercept:
+            intercept = theta[:, problem.p].copy()
+            if not problem.binary:
+                intercept -= intercept.mean()
+        else:
+            intercept = np.zeros(problem.m)
+        inner_solver = "cholesky" if self.preconditioner is None else "cg"
+        self.result = NewtonResult(
+            coef, intercept, self.n_iter, self.converged, inner_solver
+        )
+        if self.converged:
+            return
+        reason = self.failure or (
+            f"the maximal number of iterations {self.max_iter} was reached"
+        )
         warnings.warn(
-            f"Newton solver did not converge after {n_iter} iterations: {reason} "
-            f"(max |gradient| = {np.abs(grad).max():.3g}, tol = {tol:.3g}). "
-            "Increase max_iter or alpha, or loosen tol.",
+            f"Newton solver did not converge after {self.n_iter} iterations: {reason} "
+            f"(max |gradient| = {np.abs(self.gradient).max():.3g}, "
+            f"tol = {self.tol:.3g}). Increase max_iter or alpha, or loosen tol.",
             ConvergenceWarning,
             stacklevel=user_stacklevel(),
         )
-    return theta, n_iter, converged
+
+    def solve(self, theta):
+        """Newton steps from ``theta`` until the stopping rule or a failure.
+
+        Parameters
+        ----------
+        theta : ndarray of shape (m, q)
+            The starting point.
+
+        Returns
+        -------
+        theta : ndarray of shape (m, q)
+            The last iterate.
+        n_iter : int
+            Newton steps taken.
+        converged : bool
+            Whether the stopping rule was met.
+        """
+        self.setup(theta)
+        while self.n_iter < self.max_iter:
+            if not self.check_decrement and self.check_convergence():
+                break
+            self.update_gradient_hessian()
+            if not self.inner_solve() or self.check_convergence():
+                break
+            if not self.line_search():
+                break
+            self.n_iter += 1
+            if self.check_convergence():
+                break
+        self.finalize()
+        return self.theta, self.n_iter, self.converged
+
+
+def _newton_loop(problem, theta, tol, max_iter, preconditioner, check_decrement=True):
+    """Newton steps from ``theta``: :meth:`_NewtonSolver.solve`.
+
+    Parameters
+    ----------
+    problem : _Problem
+        The objective.
+    theta : ndarray of shape (m, q)
+        The starting point.
+    tol, max_iter, check_decrement
+        As for :func:`logistic_newton`.
+    preconditioner : _Preconditioner or None
+        Newton-CG's preconditioner; None: Cholesky steps.
+
+    Returns
+    -------
+    theta : ndarray of shape (m, q)
+    n_iter : int
+    converged : bool
+    """
+    solver = _NewtonSolver(problem, tol, max_iter, preconditioner, check_decrement)
+    return solver.solve(theta)
