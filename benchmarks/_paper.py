@@ -4,23 +4,24 @@ Penalties follow scikit-learn's scale, ``alpha = n * lambda``.  The paper's
 decay pairs and the exponents its analysis predicts (:class:`Decay`,
 :func:`predicted_exponents`); exact kernel ridge on the regular grid by FFT
 (:class:`CirculantKRR`, ``n = 10^6`` in seconds); expected in-sample errors
-over the noise, exact (:func:`expected_errors`) and of every column prefix
+over the noise, exact (:func:`expected_error_function`) and of every column prefix
 of a Nystroem factor (:class:`PrefixRidge`); nested factors of uniform
 columns (:func:`ordered_factor`) or greedy pivots (:func:`pivoted_factor`)
 and their rows at new points (:func:`factor_rows`); penalty search on a log
 grid refined by golden section (:func:`minimize_log`), log-log slopes
 (:func:`fit_slope`), sufficient ranks (:func:`sufficient_rank`); the real
-data sets of Figure 3 (:func:`load_regression`) with the bandwidth and
+data sets of Figure 3 (:data:`REAL_DATASETS`) with the bandwidth and
 penalty by exact leave-one-out (:func:`loo_select`).
 """
 
+import contextlib
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 
 import numpy as np
-from _common import SpectralKRR, load_data, shrinkage, smallest_sufficient_rank
+from _common import SpectralKRR, shrinkage, smallest_sufficient_rank
 from scipy import linalg, optimize
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils import Bunch
@@ -89,12 +90,7 @@ class Decay:
         )
 
     def params(self):
-        return {
-            "beta": self.beta,
-            "rho": self.rho,
-            "delta": self.delta,
-            "kappa": self.kappa,
-        }
+        return {k: v for k, v in asdict(self).items() if k != "name"}
 
 
 # The six rows of Table 1: both decays polynomial (without and with the
@@ -116,21 +112,10 @@ def _frac(x):
 def predicted_exponents(decay):
     """Asymptotic exponents of ``lambda*``, the error and ``d`` against ``n``.
 
-    From the bias-variance decomposition of the expected in-sample error,
-    ``bias(lambda) = sum_i nu_i lambda^2 / (mu_i + lambda)^2`` and
-    ``variance = sigma^2 d / n`` with ``d ~ #{i : mu_i > lambda}``:
-
-    * ``mu_i = i^-2b``, ``nu_i = i^-2d``, ``2d - 1 < 4b``: bias
-      ``~ lambda^((2d-1)/2b)``, so ``lambda* ~ n^(-b/d)``, error
-      ``~ n^(-(2d-1)/2d)``, ``d ~ n^(1/2d)``;
-    * ``2d - 1 > 4b`` or ``nu_i`` exponential (saturation): bias ``~ lambda^2``,
-      ``lambda* ~ n^(-2b/(4b+1))``, error ``~ n^(-4b/(4b+1))``, ``d ~ n^(1/(4b+1))``;
-    * ``mu_i = exp(-r i)``, ``nu_i = i^-2d``: the cut-off ``m = log(1/lambda) / r``
-      balances ``m^(1-2d)`` and ``m / n``: ``m ~ n^(1/2d)``, so
-      ``log(1/lambda*) ~ n^(1/2d)`` (not a power of n), error
-      ``~ n^(-(2d-1)/2d)``, ``d ~ n^(1/2d)``;
-    * both exponential: ``d ~ log n``, error ``~ log(n) / n`` and
-      ``lambda* ~ n^(-r/k)`` if ``k < 2r``, ``n^(-1/2)`` (saturation) if ``k > 2r``.
+    From the bias-variance decomposition of the expected in-sample error; the
+    four regimes and their derivation are in ``benchmarks/README.rst``
+    (Table 1).  With ``mu_i = exp(-rho i)`` and ``nu_i = i^-2delta`` it is
+    ``log(1/lambda*)``, not ``lambda*``, that follows a power of ``n``.
 
     Returns
     -------
@@ -180,12 +165,6 @@ class CirculantKRR:
     its first row, computed with :func:`periodic_spline_kernel`.  The target's
     DFT gives its coordinates in that basis, so the expected error of every
     penalty costs ``O(n)`` after an ``O(n log n)`` set-up.
-
-    Parameters
-    ----------
-    n_samples : int
-    decay : Decay
-    noise : float
     """
 
     def __init__(self, n_samples, decay, noise=NOISE):
@@ -261,20 +240,13 @@ def _decay_values(j, power, rate, scale):
 # Expected errors and penalty search
 
 
-def expected_errors(krr, f, lambdas, noise=NOISE):
-    """``E ||z - f||^2 / n`` of exact kernel ridge over the noise, per lambda.
+def expected_error_function(krr, f, noise=NOISE):
+    """``E ||z - f||^2 / n`` of exact kernel ridge over the noise, as a
+    function of lambda (``O(n)`` a call; a float for a scalar lambda).
 
     ``krr`` is a :class:`_common.SpectralKRR` of the design's kernel matrix;
     with ``S = U diag(s / (s + alpha)) U^T`` the error is
     ``||(I - S) f||^2 / n + sigma^2 tr(S^2) / n``.
-    """
-    return expected_error_function(krr, f, noise)(lambdas)
-
-
-def expected_error_function(krr, f, noise=NOISE):
-    """:func:`expected_errors` as a function of lambda alone (``O(n)`` a call).
-
-    For a scalar ``lambda`` it returns a float, as :func:`minimize_log` needs.
     """
     energy = (krr.eigvecs.T @ f) ** 2
 
@@ -416,11 +388,6 @@ class PrefixRidge:
     ``tr(S_k^2) = sum_{i, j < k} (Q_1^T Q_1)_ij^2``), and predictions at new
     points: the ridge weights of prefix ``k`` are ``R_kk^-1 (Q^T [y; 0])[:k]``
     and ``R`` is triangular, so ``G_new R^-1`` gives them all at once.
-
-    Parameters
-    ----------
-    G : ndarray of shape (n, r)
-    alpha : float
     """
 
     def __init__(self, G, alpha):
@@ -478,15 +445,6 @@ REAL_DATASETS = {
     "bank32nh": "bank-32nh (Delve; stand-in, not in the paper)",
     "bank32nm": "bank-32nm (Delve; stand-in, not in the paper)",
 }
-
-
-def load_regression(name, data_dir=None):
-    """``X, y`` of a data set (:func:`_common.load_data`), or None when its
-    local copy is missing."""
-    try:
-        return load_data(name, data_dir)[:2]
-    except FileNotFoundError:
-        return None
 
 
 def standardize(X_train, X_test, y_train, y_test):
@@ -562,15 +520,9 @@ class Timer:
     def __init__(self):
         self.seconds = {}
 
+    @contextlib.contextmanager
     def __call__(self, name):
-        timer = self
-
-        class _Section:
-            def __enter__(self):
-                self.start = time.perf_counter()
-
-            def __exit__(self, *exc):
-                timer.seconds[name] = time.perf_counter() - self.start
-                print(f"[{name}: {timer.seconds[name]:.1f}s]", flush=True)
-
-        return _Section()
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = time.perf_counter() - start
+        print(f"[{name}: {self.seconds[name]:.1f}s]", flush=True)

@@ -38,9 +38,6 @@ Problems (``--sets``, ``--part``):
   1 / alpha)`` on the Cholesky features of ``K + 1e-8 I``), test log-loss,
   the penalty minimising it over ``CLASSIFICATION_LAMBDAS``.
 
-Targets of the default rule (printed beside the summary): success rate
->= 0.95, median p / p_oracle <= 1.5, max <= 3, median time ratio <= 1.5.
-
 Results go to ``--output-dir`` (default ``results/auto_rank/<part>_n<rows>``;
 ``custom`` for ``--sets``): ``results.json`` (``run``, ``config``,
 ``cases``, ``oracles``, one of ``records`` per set, seed, sampler and rule,
@@ -78,6 +75,7 @@ from _harness import (
     append_history,
     child_main,
     display_path,
+    median,
     results_dir,
     rss_probe,
     run_child,
@@ -101,17 +99,9 @@ TOL = 0.01  # success: error <= (1 + TOL) x exact at the same penalty
 ORACLE_RESOLUTION = 1.02  # bisection stops when hi / lo <= this
 ORACLE_START = 16  # first rank of the doubling when nothing is scored yet
 
-REGRESSION_SETS = (
-    "pumadyn32nm",
-    "pumadyn32nm_snelson",
-    "bank32nh",
-    "bank32nm",
-    "kin40k",
-    "pol",
-    "cpu_small",
-    "cpu_act",
-    "ailerons",
-    "abalone",
+REGRESSION_SETS = tuple(
+    "pumadyn32nm pumadyn32nm_snelson bank32nh bank32nm kin40k pol cpu_small "
+    "cpu_act ailerons abalone".split()
 )
 CLASSIFICATION_SETS = ("a9a_adult", "ijcnn1")
 SPLINE_BETAS = (1, 2, 4)
@@ -171,29 +161,18 @@ class Case:
     the estimator keywords other than the rank, sampler and seed.
     """
 
+    INFO = (
+        "set part seed metric n_train n_eval n_features gamma lambda_ alpha "
+        "lambda_at_edge error_exact error_exact_spectral lambdas errors_exact_grid "
+        "exact_seconds"
+    ).split()
+
     def __init__(self, **kw):
         self.__dict__.update(kw)
+        self.n_train, self.n_eval = self.X_fit.shape[0], self.X_eval.shape[0]
 
     def info(self):
-        keys = (
-            "set",
-            "part",
-            "seed",
-            "metric",
-            "n_train",
-            "n_eval",
-            "n_features",
-            "gamma",
-            "lambda_",
-            "alpha",
-            "lambda_at_edge",
-            "error_exact",
-            "error_exact_spectral",
-            "lambdas",
-            "errors_exact_grid",
-            "exact_seconds",
-        )
-        return {k: getattr(self, k, None) for k in keys}
+        return {k: getattr(self, k, None) for k in self.INFO}
 
 
 def part_of(name):
@@ -257,8 +236,6 @@ def regression_case(name, seed, args):
         X_eval=X_test,
         target=y_test,
         params={"kernel": "rbf", "gamma": gamma, "fit_intercept": False},
-        n_train=n,
-        n_eval=X_test.shape[0],
         n_features=d,
         gamma=gamma,
         lambda_=float(LAMBDAS[best]),
@@ -302,8 +279,6 @@ def spline_case(name, seed, args):
         X_eval=data.K,
         target=data.f,
         params={"kernel": "precomputed", "fit_intercept": False},
-        n_train=data.K.shape[0],
-        n_eval=data.K.shape[0],
         n_features=1,
         gamma=None,
         lambda_=best.lambda_,
@@ -355,8 +330,6 @@ def classification_case(name, seed, args):
         X_eval=X_test,
         target=y_test,
         params={"kernel": "rbf", "gamma": gamma},
-        n_train=n,
-        n_eval=X_test.shape[0],
         n_features=d,
         gamma=gamma,
         lambda_=float(CLASSIFICATION_LAMBDAS[best]),
@@ -383,14 +356,16 @@ def make_case(name, seed, args):
 # Fits (shared by the parent and the child processes)
 
 
-def make_estimator(estimator, params, alpha, n_components, sampling, seed, extra):
-    cls = DoFKernelRidge if estimator == "ridge" else DoFKernelLogisticRegression
-    return cls(
-        alpha=alpha,
+def make_estimator(spec, n_components, extra):
+    """The estimator of ``spec`` (its kind, parameters, penalty, sampler and
+    seed) at ``n_components``, with the keywords ``extra``."""
+    ridge = spec["estimator"] == "ridge"
+    return (DoFKernelRidge if ridge else DoFKernelLogisticRegression)(
+        alpha=spec["alpha"],
         n_components=n_components,
-        sampling=sampling,
-        random_state=seed,
-        **params,
+        sampling=spec["sampling"],
+        random_state=spec["seed"],
+        **spec["params"],
         **extra,
     )
 
@@ -409,18 +384,7 @@ def fit_rule(arrays, spec, measure_rss):
     estimator, its parameters, the rule, sampler, seed and metric.
     """
     X, y = arrays["X_fit"], arrays["y"]
-
-    def estimator(n_components, extra):
-        return make_estimator(
-            spec["estimator"],
-            spec["params"],
-            spec["alpha"],
-            n_components,
-            spec["sampling"],
-            spec["seed"],
-            extra,
-        )
-
+    evaluation = arrays["X_eval"], arrays["target"], spec["metric"]
     # Warm-up: imports and thread pools touched before anything is timed.
     warm_rows = min(200, X.shape[0])
     X_warm = (
@@ -429,14 +393,14 @@ def fit_rule(arrays, spec, measure_rss):
         else X[:warm_rows]
     )
     try:
-        timed_fit(estimator(min(10, warm_rows), {}), X_warm, y[:warm_rows])
+        timed_fit(make_estimator(spec, min(10, warm_rows), {}), X_warm, y[:warm_rows])
     except Exception:  # noqa: BLE001 - a warm-up failure is not a result
         pass
     out = {}
     stop_rss = rss_probe() if measure_rss else None
     n_components, extra = parse_rule(spec["rule"])
     try:
-        model = estimator(n_components, extra)
+        model = make_estimator(spec, n_components, extra)
         seconds, messages = timed_fit(model, X, y)
     except Exception as exc:  # noqa: BLE001 - recorded, the run goes on
         return {"error_message": f"{type(exc).__name__}: {exc}"[:1000]}
@@ -447,20 +411,16 @@ def fit_rule(arrays, spec, measure_rss):
         n_components=rank,
         fit_seconds=seconds,
         warnings=messages,
-        error=score(model, arrays["X_eval"], arrays["target"], spec["metric"]),
+        error=score(model, *evaluation),
         estimated_loss=_estimated_loss(model),
         dof=_attribute(model, "dof_"),
         effective_dof=_attribute(model, "effective_dof_"),
     )
     del model
     try:
-        int_model = estimator(rank, _int_keywords(extra))
+        int_model = make_estimator(spec, rank, _int_keywords(extra))
         int_seconds, _ = timed_fit(int_model, X, y)
-        out.update(
-            int_error=score(
-                int_model, arrays["X_eval"], arrays["target"], spec["metric"]
-            ),
-        )
+        out["int_error"] = score(int_model, *evaluation)
     except Exception as exc:  # noqa: BLE001
         out["int_error_message"] = f"{type(exc).__name__}: {exc}"[:1000]
         return out
@@ -471,8 +431,8 @@ def fit_rule(arrays, spec, measure_rss):
     more = alternate(
         lambda _, make: timed_fit(make(), X, y)[0],
         {
-            "rule": lambda: estimator(n_components, extra),
-            "int": lambda: estimator(rank, _int_keywords(extra)),
+            "rule": lambda: make_estimator(spec, n_components, extra),
+            "int": lambda: make_estimator(spec, rank, _int_keywords(extra)),
         },
         spec.get("timing_repeats", 2) - 1,
     )
@@ -492,15 +452,10 @@ def _int_keywords(extra):
 
 
 def _estimated_loss(model):
-    """The rule's estimate of the relative excess loss, where the package
-    exposes one (the attribute's name is not settled: either name, on the
-    estimator or its ``nystroem_``); None otherwise."""
-    for owner in (model, getattr(model, "nystroem_", None)):
-        for name in ("estimated_loss_", "loss_estimate_"):
-            value = _attribute(owner, name)
-            if value is not None and math.isfinite(value):
-                return value
-    return None
+    """The rule's estimate of the relative excess loss (``loss_estimate_`` of
+    its ``nystroem_``); None without one."""
+    value = _attribute(getattr(model, "nystroem_", None), "loss_estimate_")
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _attribute(model, name):
@@ -525,8 +480,8 @@ def child(case):
 class Oracle:
     """Errors of int fits (same sampler and seed), cached by rank."""
 
-    def __init__(self, case, sampling, seed):
-        self.case, self.sampling, self.seed = case, sampling, seed
+    def __init__(self, case, spec):
+        self.case, self.spec = case, spec
         self.errors = {}
 
     def bar(self):
@@ -538,9 +493,7 @@ class Oracle:
     def error(self, q):
         if q not in self.errors:
             c = self.case
-            model = make_estimator(
-                c.estimator, c.params, c.alpha, q, self.sampling, self.seed, {}
-            )
+            model = make_estimator(self.spec, q, {})
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model.fit(c.X_fit, c.y)
@@ -594,31 +547,27 @@ class Oracle:
 def run_case(case, args, tmpdir):
     """Every sampler and rule on one case: the records and oracles."""
     data_path = Path(tmpdir) / "case.npz"
-    np.savez(
-        data_path, X_fit=case.X_fit, y=case.y, X_eval=case.X_eval, target=case.target
-    )
-    arrays = {
-        "X_fit": case.X_fit,
-        "y": case.y,
-        "X_eval": case.X_eval,
-        "target": case.target,
-    }
+    arrays = {k: getattr(case, k) for k in ("X_fit", "y", "X_eval", "target")}
+    np.savez(data_path, **arrays)
     records, oracles = [], []
     for sampling in args.samplers:
-        oracle = Oracle(case, sampling, case.seed)
+        base = {
+            "estimator": case.estimator,
+            "params": case.params,
+            "alpha": case.alpha,
+            "sampling": sampling,
+            "seed": case.seed,
+            "metric": case.metric,
+        }
+        oracle = Oracle(case, base)
         results = {}
         for rule in args.rules:
-            spec = {
-                "estimator": case.estimator,
-                "params": case.params,
-                "alpha": case.alpha,
-                "sampling": sampling,
-                "seed": case.seed,
-                "metric": case.metric,
-                "rule": rule,
-                "threads": args.threads,
-                "timing_repeats": args.timing_repeats,
-            }
+            spec = dict(
+                base,
+                rule=rule,
+                threads=args.threads,
+                timing_repeats=args.timing_repeats,
+            )
             if args.rss == "child":
                 result = run_child(
                     __file__, dict(spec, data=str(data_path)), args.threads, check=False
@@ -704,11 +653,6 @@ def _progress(rec):
 # Summary
 
 
-def _median(values):
-    values = [v for v in values if v is not None]
-    return float(np.median(values)) if values else None
-
-
 def _max(values):
     values = [v for v in values if v is not None]
     return float(np.max(values)) if values else None
@@ -729,11 +673,11 @@ def summarise(records, keys):
             n_oracle_unmet=sum(bool(r.get("oracle_unmet")) for r in ok),
             success_rate=(float(np.mean([r["success"] for r in ok])) if ok else None),
             ratio_max=_max([r["ratio"] for r in ok]),
-            p_over_oracle_median=_median([r.get("p_over_oracle") for r in ok]),
+            p_over_oracle_median=median([r.get("p_over_oracle") for r in ok]),
             p_over_oracle_max=_max([r.get("p_over_oracle") for r in ok]),
-            time_ratio_median=_median([r.get("time_ratio") for r in ok]),
+            time_ratio_median=median([r.get("time_ratio") for r in ok]),
             time_ratio_max=_max([r.get("time_ratio") for r in ok]),
-            fit_seconds_median=_median([r["fit_seconds"] for r in ok]),
+            fit_seconds_median=median([r["fit_seconds"] for r in ok]),
             peak_rss_mb_max=_max([r.get("peak_rss_mb") for r in ok]),
             fit_rss_increase_mb_max=_max([r.get("fit_rss_increase_mb") for r in ok]),
         )
@@ -743,13 +687,10 @@ def summarise(records, keys):
 
 
 def _meets(row):
-    out = {}
+    out = {key: row.get(key) for key in TARGETS}
     for key, (op, bound) in TARGETS.items():
-        value = row.get(key)
-        if value is None:
-            out[key] = None
-        else:
-            out[key] = bool(value >= bound if op == ">=" else value <= bound)
+        if out[key] is not None:
+            out[key] = bool(out[key] >= bound if op == ">=" else out[key] <= bound)
     return out
 
 
@@ -1021,8 +962,7 @@ def main(argv=None):
         "threads": args.threads,
         "timing_repeats": args.timing_repeats,
         "targets": TARGETS,
-        # (the checkout imported: PYTHONPATH may name another than run's
-        # commit)
+        # (the checkout imported: PYTHONPATH may name another than run's)
         "package": display_path(Path(sklearn_dof.__file__).parent),
     }
     cases, records, oracles = [], [], []
@@ -1066,11 +1006,8 @@ def main(argv=None):
     for row in summary:
         row["targets"] = _targets_cell(row)
     by_set = summarise(records, ("set", "rule", "sampling"))
-    table = format_table(summary, SUMMARY_COLUMNS)
-    print()
-    print(format_table(by_set, SET_COLUMNS))
-    print()
-    print(table)
+    for rows, columns in ((by_set, SET_COLUMNS), (summary, SUMMARY_COLUMNS)):
+        print("\n" + format_table(rows, columns))
     print(
         "\nTargets: success >= 0.95, median p/p_oracle <= 1.5, max <= 3, "
         "median fit time over the int fit at the same rank <= 1.5."

@@ -149,13 +149,9 @@ def rbf_block(X, landmarks, gamma, threads):
 
 
 def kernel_seconds(X, landmarks, n):
-    """Time of K(X, landmarks) for n rows, from one block of 20,000 rows.
-
-    The kernel cost of the floor: :func:`rbf_block`, a fused RBF evaluation
-    (one pass over the block's memory, faster than scikit-learn's
-    ``rbf_kernel``) on as many threads as the fit (``OMP_NUM_THREADS``), so
-    that the floor is not padded.
-    """
+    """Time of K(X, landmarks) for n rows, from one block of 20,000 rows:
+    the floor's kernel cost, by :func:`rbf_block` on as many threads as the
+    fit (``OMP_NUM_THREADS``), so that the floor is not padded."""
     from threadpoolctl import threadpool_limits
 
     threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count())
@@ -276,15 +272,10 @@ def run_case(case, threads, timeout=3600):
 
 
 def _auto_against_int(case, result, args):
-    """``"auto"`` against the same fit at the rank it chose, given as an int.
-
-    Each fit runs in a fresh process: on this machine the first touch of
-    memory a process gets from the OS costs about 2 ms per MB (transparent
-    huge pages, which NumPy requests for large arrays), which a second fit
-    in the same process would not pay.  Fit times vary by 10-20% from run to
-    run here, so the two alternate (A B A B, ``--auto-repeat`` times each;
-    the first ``"auto"`` fit is ``result``) and the medians are compared.
-    """
+    """``"auto"`` against the same fit at the rank it chose, given as an int,
+    each in a fresh process (the first touch of a process's memory costs
+    about 2 ms per MB), A B A B ``--auto-repeat`` times (the first ``"auto"``
+    fit is ``result``); the medians, as fit times vary by 10-20%."""
     fixed = {k: v for k, v in case.items() if k != "then_int"}
     fixed.update(part="auto_int", p=result["n_components_"])
     first_int = run_case(fixed, args.threads)
@@ -345,16 +336,9 @@ def _thread_counts(spec):
 AUTO_SAMPLERS = ("uniform", "pivoted", "rpcholesky", "leverage")
 
 
-def cases(
-    parts,
-    quick,
-    core_counts=None,
-    aux_counts=None,
-    working_memory=None,
-    auto_samplers=AUTO_SAMPLERS,
-    auto_sizes=None,
-    auto_lambdas=(1e-3,),
-):
+def cases(parts, args):
+    """The cases of ``parts`` under the options ``args``, in order."""
+    quick = args.quick
     p = 500 if quick else 2000
     out = []
     if "scaling" in parts:
@@ -374,56 +358,35 @@ def cases(
         # lambda = 1e-3: at 1e-6 the tails of a Gaussian in 8-D are isolated
         # points, d_max is close to n, and the uniform rule rightly asks for
         # p close to n.
-        sizes = auto_sizes or ((20_000,) if quick else (100_000,))
-        for n in sizes:
-            for lam in auto_lambdas:
-                for s in auto_samplers:
-                    out.append(
-                        dict(
-                            part="auto",
-                            system="ours",
-                            sampling=s,
-                            n=n,
-                            d=8,
-                            p="auto",
-                            then_int=1,
-                            **{"lambda": lam},
-                        )
-                    )
+        sizes = args.auto_sizes or ("20000" if quick else "100000")
+        for n in (int(float(n)) for n in sizes.split(",")):
+            for lam in (float(lam) for lam in args.auto_lambdas.split(",")):
+                for s in args.auto_samplers.split(","):
+                    case = dict(part="auto", system="ours", sampling=s, n=n, d=8)
+                    out.append(dict(case, p="auto", then_int=1, **{"lambda": lam}))
     if "cores" in parts:
-        counts = _thread_counts(core_counts)
+        counts = _thread_counts(args.core_counts)
         for n in (20_000, 50_000) if quick else (200_000, 1_000_000):
             for t in counts:
                 if n >= 1_000_000 and t < min(4, counts[-1]):
                     continue  # minutes each, and the shape is known from 2e5
                 case = dict(part="cores", system="ours", n=n, d=8, p=p, floor=1)
                 out.append(dict(case, threads=t))
-            if working_memory:
+            if args.compare_working_memory:
                 case = dict(part="cores", system="ours", n=n, d=8, p=p, floor=1)
-                out.append(
-                    dict(case, threads=counts[-1], working_memory=working_memory)
-                )
+                wm = args.compare_working_memory
+                out.append(dict(case, threads=counts[-1], working_memory=wm))
             # scikit-learn holds the n x p features about twice over (31 GB
             # at 1e6 x 2000): only where the machine has that memory.
             if 2 * 8 * n * p < _physical_memory():
                 sk = dict(part="cores", system="sklearn", n=n, d=8, p=p)
                 out.append(dict(sk, threads=counts[-1]))
-        for t in _thread_counts(aux_counts):
-            n_auto = 20_000 if quick else 100_000
-            auto = dict(part="cores_auto", system="ours", n=n_auto)
-            auto.update(d=8, p="auto", threads=t, **{"lambda": 1e-3})
-            out.append(auto)
-            out.append(
-                dict(
-                    part="cores_predict",
-                    system="ours",
-                    n=20_000 if quick else 100_000,
-                    d=8,
-                    p=p,
-                    threads=t,
-                    latency=1,
-                )
-            )
+        n = 20_000 if quick else 100_000
+        for t in _thread_counts(args.aux_counts):
+            auto = dict(part="cores_auto", system="ours", n=n)
+            out.append(dict(auto, d=8, p="auto", threads=t, **{"lambda": 1e-3}))
+            predict = dict(part="cores_predict", system="ours", n=n, d=8, p=p)
+            out.append(dict(predict, threads=t, latency=1))
     if "predict" in parts:
         n = 20_000 if quick else 100_000
         out.append(dict(part="predict", system="ours", n=n, d=8, p=p, latency=1))
@@ -450,10 +413,7 @@ def summarise(results):
             "mse_sklearn": v["sklearn"]["test_mse"],
         }
         for n, v in sorted(pairs.items())
-        if "ours" in v
-        and "sklearn" in v
-        and "fit_s" in v["ours"]
-        and "fit_s" in v["sklearn"]
+        if all("fit_s" in v.get(system, {}) for system in ("ours", "sklearn"))
     ]
     summary["auto_cost"] = [
         {
@@ -527,11 +487,13 @@ def _pyplot():
     return plt
 
 
-def plot(results, path):
+def plot(runs, path):
+    """Fit time and peak memory against n, of every run in ``results.json``."""
     plt = _pyplot()
     if plt is None:
         return
 
+    results = [r for run in runs.values() for r in run["results"]]
     scal = [r for r in results if r["part"] in ("scaling", "sklearn") and "fit_s" in r]
     if not scal:  # (a run of other parts: no empty figure)
         return
@@ -711,26 +673,13 @@ def main(argv=None):
             run["summary"] = summarise(run["results"])
             print(json.dumps(run["summary"], indent=1))
         out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
-        plot(
-            [r for run in runs.values() for r in run["results"]],
-            args.output_dir / "scaling.png",
-        )
-        return
+        return plot(runs, args.output_dir / "scaling.png")
     parts = set(args.parts.split(","))
     args.output_dir.mkdir(parents=True, exist_ok=True)
     run = start_run(args.threads)
     start = time.perf_counter()
     results = []
-    todo = cases(
-        parts,
-        args.quick,
-        args.core_counts,
-        args.aux_counts,
-        args.compare_working_memory,
-        tuple(args.auto_samplers.split(",")),
-        args.auto_sizes and tuple(int(float(n)) for n in args.auto_sizes.split(",")),
-        tuple(float(lam) for lam in args.auto_lambdas.split(",")),
-    )
+    todo = cases(parts, args)
     # Each result also goes to progress.jsonl as it comes: a run stopped by a
     # time limit keeps what it measured.
     progress = args.output_dir / "progress.jsonl"
@@ -754,10 +703,7 @@ def main(argv=None):
         "run": run,
     }
     write_json(out, {"runs": runs})
-    plot(
-        [r for run in runs.values() for r in run["results"]],
-        args.output_dir / "scaling.png",
-    )
+    plot(runs, args.output_dir / "scaling.png")
     if "cores" in parts:
         plot_cores(results, args.output_dir / "cores.png")
     append_history(

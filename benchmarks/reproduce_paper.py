@@ -13,13 +13,7 @@ bank-32nm standing in for the paper's other pumadyn sets), ``table1``
 Errors on the synthetic problems are the expected in-sample errors over the
 noise, computed exactly, at the oracle penalty; the *sufficient rank* is the
 smallest ``p`` from which the error stays within 1% of exact kernel ridge.
-Conventions and results: ``benchmarks/README.rst``.
-
-Usage::
-
-    python benchmarks/reproduce_paper.py --quick --output-dir /tmp/paper
-    python benchmarks/reproduce_paper.py             # full sizes
-    python benchmarks/reproduce_paper.py --parts figure1 table1
+Usage, conventions and results: ``benchmarks/README.rst``.
 """
 
 import argparse
@@ -32,7 +26,7 @@ from pathlib import Path
 import matplotlib
 import matplotlib.ticker
 import numpy as np
-from _common import SpectralKRR, make_problems
+from _common import SpectralKRR, load_data, make_problems
 from _common import data_dir as data_dir_default
 from _harness import append_history, results_dir, start_run, write_json
 from _paper import (
@@ -49,7 +43,6 @@ from _paper import (
     expected_error_function,
     factor_rows,
     fit_slope,
-    load_regression,
     loo_select,
     minimize_log,
     pivoted_factor,
@@ -74,31 +67,22 @@ SAMPLINGS = ("uniform", "pivoted")
 BENCHMARK = "paper"
 DEFAULT_OUTPUT = results_dir(BENCHMARK)
 
+# Each setting in the quick and the full mode.
+SIZES = {
+    "figure1_draws": (5, 20),
+    "grid_log2_n": ((6, 18), (6, 20)),
+    "random_n": ((128, 256, 512, 1024), (128, 256, 512, 1024, 2048, 4096)),
+    "random_seeds": (2, 5),
+    "uniform_draws": (4, 8),
+    "real_n": ((250, 500, 1000), (250, 500, 1000, 2000, 4000)),
+    "real_splits": (1, 1),
+    "real_test": (2000, 2000),
+    "real_draws": (2, 4),
+    "gammas": (np.logspace(-5, 0, 11),) * 2,
+}
 SETTINGS = {
-    "quick": {
-        "figure1_draws": 5,
-        "grid_log2_n": (6, 18),
-        "random_n": (128, 256, 512, 1024),
-        "random_seeds": 2,
-        "uniform_draws": 4,
-        "real_n": (250, 500, 1000),
-        "real_splits": 1,
-        "real_test": 2000,
-        "real_draws": 2,
-        "gammas": np.logspace(-5, 0, 11),
-    },
-    "full": {
-        "figure1_draws": 20,
-        "grid_log2_n": (6, 20),
-        "random_n": (128, 256, 512, 1024, 2048, 4096),
-        "random_seeds": 5,
-        "uniform_draws": 8,
-        "real_n": (250, 500, 1000, 2000, 4000),
-        "real_splits": 1,
-        "real_test": 2000,
-        "real_draws": 4,
-        "gammas": np.logspace(-5, 0, 11),
-    },
+    mode: {key: values[i] for key, values in SIZES.items()}
+    for i, mode in enumerate(("quick", "full"))
 }
 # Figure 1's problem and Figure 2's decays.
 FIGURE1 = {"n": 400, "beta": 1, "delta": 2, "seed": 0}
@@ -200,6 +184,13 @@ def run_figure1(cfg):
         c["p_excess_below_1pct"] = _first_below(p_all, c["excess"], TOL)
         c["p_trace_below_1pct"] = _first_below(p_all, c["trace"], TOL)
         c["p_operator_below_1pct"] = _first_below(p_op, c["operator"], TOL)
+        print(
+            f"  {s}: excess prediction error <= 1% from p = "
+            f"{c['p_excess_below_1pct']}, trace-norm error <= 1% from p = "
+            f"{c['p_trace_below_1pct']}, operator norm from p = "
+            f"{c['p_operator_below_1pct']}",
+            flush=True,
+        )
     return out
 
 
@@ -222,21 +213,18 @@ def plot_figure1(res, path):
         ax.loglog(
             res["p_operator"], c["operator"], label=r"$\|K-L\|_2/\|K\|_2$ (operator)"
         )
-        ax.loglog(
-            p,
-            np.where(excess > 0, excess, np.nan),
-            lw=2.2,
-            color="tab:green",
-            label="excess prediction error",
-        )
-        ax.loglog(
-            p,
-            np.where(excess < 0, -excess, np.nan),
-            lw=2.2,
-            ls=":",
-            color="tab:green",
-            label="|excess| where L beats K",
-        )
+        for sign, ls, label in (
+            (1, "-", "excess prediction error"),
+            (-1, ":", "|excess| where L beats K"),
+        ):
+            ax.loglog(
+                p,
+                np.where(sign * excess > 0, sign * excess, np.nan),
+                lw=2.2,
+                ls=ls,
+                color="tab:green",
+                label=label,
+            )
         ax.axhline(TOL, color="gray", lw=0.8, ls="--")
         ax.text(1.1, TOL * 1.2, "1%", color="gray", fontsize=8)
         ax.axvline(res["d_max"], color="k", lw=0.8, ls="--", label=r"$d_{max}$")
@@ -276,21 +264,16 @@ def plot_figure1(res, path):
 def grid_curves(decay, log2_n, noise=NOISE, exact_arithmetic=False):
     """lambda*, expected error, d_eff and d_ave on the grid for n = 2^k."""
     ns = 2 ** np.arange(log2_n[0], log2_n[1] + 1)
-    rows = {"n": ns, "lambda": [], "error": [], "d_eff": [], "d_ave": []}
-    rows["lambda_at_edge"], rows["numerical_rank"] = [], []
+    keys = ("lambda", "error", "d_eff", "d_ave", "lambda_at_edge", "numerical_rank")
+    rows = {key: [] for key in keys}
+    make = CirculantKRR.exact_arithmetic if exact_arithmetic else CirculantKRR
     for n in ns:
-        make = CirculantKRR.exact_arithmetic if exact_arithmetic else CirculantKRR
         krr = make(int(n), decay, noise=noise)
         lam, err, edge = minimize_log(krr.expected_error, LOG_LAMBDA_GRID)
-        d_eff, d_ave = krr.degrees_of_freedom(lam)
-        for key, value in zip(
-            ("lambda", "error", "d_eff", "d_ave", "lambda_at_edge"),
-            (lam, err, d_eff, d_ave, edge),
-            strict=True,
-        ):
+        values = (lam, err, *krr.degrees_of_freedom(lam), edge, krr.numerical_rank())
+        for key, value in zip(keys, values, strict=True):
             rows[key].append(value)
-        rows["numerical_rank"].append(krr.numerical_rank())
-    return {k: np.asarray(v) for k, v in rows.items()}
+    return {"n": ns, **{k: np.asarray(v) for k, v in rows.items()}}
 
 
 def fitted_exponents(curves, decay):
@@ -344,7 +327,7 @@ def run_table1(cfg):
             "pair": decay.name,
             "mu_i": decay.mu,
             "nu_i": decay.nu,
-            **{k: v for k, v in decay.params().items()},
+            **decay.params(),
             "regime": pred["regime"],
             "lambda_quantity": pred["lambda_quantity"],
             "lambda_predicted": pred["lambda_str"],
@@ -544,15 +527,9 @@ def run_figure2(cfg):
 
 
 def run_breakdown(cfg):
-    """beta = delta = 8 on the grid: float64 against exact arithmetic.
-
-    The optimal penalty of this pair is ``lambda* = sigma^2 / n`` (its
-    ``nu_i`` equal its ``mu_i``: ridge is then the posterior mean, and the
-    Bayes choice is optimal); the float64 kernel matrix resolves eigenvalues
-    only down to about ``eps * ||K||``, so the computation breaks down once
-    ``lambda*`` approaches ``eps``.  It starts at the first ``n`` where the
-    float64 ``lambda*`` is more than 5% off, or the error more than 1% off.
-    """
+    """beta = delta = 8 on the grid, float64 against exact arithmetic
+    (``benchmarks/README.rst``): the breakdown starts at the first ``n``
+    where the float64 ``lambda*`` is more than 5% off, or the error 1%."""
     decay = Decay("beta=8", beta=8, delta=8)
     out = {"noises": BREAKDOWN_NOISES, "eps": float(np.finfo(float).eps)}
     for noise in BREAKDOWN_NOISES:
@@ -584,12 +561,11 @@ def run_breakdown(cfg):
     levels = [e["start_lambda"] for e in (out[f"{s:g}"] for s in BREAKDOWN_NOISES)]
     levels = [v for v in levels if v is not None]
     out["breakdown_lambda"] = max(levels) if levels else None
-    for noise in BREAKDOWN_NOISES:
-        if out["breakdown_lambda"]:
-            out[f"{noise:g}"]["predicted_start_n"] = noise**2 / out["breakdown_lambda"]
     parts = []
     for noise in BREAKDOWN_NOISES:
         e = out[f"{noise:g}"]
+        if out["breakdown_lambda"]:
+            e["predicted_start_n"] = noise**2 / out["breakdown_lambda"]
         if e["start_n"]:
             parts.append(f"sigma={noise:g}: from n={e['start_n']}")
         elif e["predicted_start_n"]:
@@ -618,22 +594,15 @@ def plot_figure2(res, path):
         g, c = res["grid"][str(beta)], COLORS[beta]
         fit, pred = g["fitted"], g["predicted"]
         s_rand = rnd["summary"][str(beta)]
-        axes[0, 0].loglog(
-            g["n"],
-            g["lambda"],
-            color=c,
-            label=rf"$\beta$={beta}: slope {fit['lambda']:+.2f} "
-            f"(pred. {pred['lambda_str']})",
-        )
-        axes[0, 0].loglog(ns, s_rand["lambda"], "o", color=c, mfc="none")
-        axes[0, 1].loglog(
-            g["n"],
-            g["error"],
-            color=c,
-            label=rf"$\beta$={beta}: slope {fit['error']:+.2f} "
-            f"(pred. {pred['error_str']})",
-        )
-        axes[0, 1].loglog(ns, s_rand["error"], "o", color=c, mfc="none")
+        for ax, key in ((axes[0, 0], "lambda"), (axes[0, 1], "error")):
+            ax.loglog(
+                g["n"],
+                g[key],
+                color=c,
+                label=rf"$\beta$={beta}: slope {fit[key]:+.2f} "
+                f"(pred. {pred[key + '_str']})",
+            )
+            ax.loglog(ns, s_rand[key], "o", color=c, mfc="none")
         for s in SAMPLINGS:
             for ax, dof in ((axes[1, 0], "d_max"), (axes[1, 1], "d_ave")):
                 ax.semilogx(
@@ -644,22 +613,15 @@ def plot_figure2(res, path):
                     color=c,
                     label=rf"$\beta$={beta}, {s}",
                 )
-        axes[1, 2].loglog(
-            ns,
-            s_rand["d_max"],
-            "-",
-            marker="^",
-            color=c,
-            label=rf"$\beta$={beta} $d_{{max}}$",
-        )
-        axes[1, 2].loglog(
-            ns,
-            s_rand["d_ave"],
-            ":",
-            marker="v",
-            color=c,
-            label=rf"$\beta$={beta} $d_{{ave}}$",
-        )
+        for dof, style, marker in (("max", "-", "^"), ("ave", ":", "v")):
+            axes[1, 2].loglog(
+                ns,
+                s_rand[f"d_{dof}"],
+                style,
+                marker=marker,
+                color=c,
+                label=rf"$\beta$={beta} $d_{{{dof}}}$",
+            )
     axes[0, 0].plot([], [], "ko", mfc="none", label="random design (markers)")
     axes[0, 0].set_title(r"optimal $\lambda$ (lines: grid design, exact)")
     axes[0, 1].set_title("prediction error at the optimal $\\lambda$")
@@ -796,14 +758,14 @@ def run_figure3(cfg, data_dir=None):
     }
     print("  " + out["note"], flush=True)
     for name, label in REAL_DATASETS.items():
-        loaded = load_regression(name, data_dir)
-        if loaded is None:
+        try:
+            X_all, y_all, _ = load_data(name, data_dir)
+        except FileNotFoundError:
             print(
                 f"  {name}: missing from {data_dir or data_dir_default()}, skipped",
                 flush=True,
             )
             continue
-        X_all, y_all = loaded
         records = []
         for n in cfg["real_n"]:
             tic = time.perf_counter()
@@ -951,27 +913,22 @@ def plot_auto_rank(res, path):
         ns = np.array([row["n"] for row in sub], dtype=float)
         for s, marker in (("uniform", "o"), ("pivoted", "s")):
             jitter = 1.04 if s == "pivoted" else 0.96
-            factor = [
-                np.nan if row[f"p_over_p_min_{s}"] is None else row[f"p_over_p_min_{s}"]
-                for row in sub
-            ]
-            axes[0].semilogx(
-                ns * jitter,
-                factor,
-                marker,
-                color=cmap(k),
-                mfc="none" if s == "pivoted" else cmap(k),
-                ls="none",
-                label=f"{problem}, {s}",
-            )
-            axes[1].semilogx(
-                ns * jitter,
-                [row[f"ratio_{s}"] for row in sub],
-                marker,
-                color=cmap(k),
-                mfc="none" if s == "pivoted" else cmap(k),
-                ls="none",
-            )
+            # (a missing sufficient rank: NaN)
+            factor = np.array([row[f"p_over_p_min_{s}"] for row in sub], dtype=float)
+            ratio = [row[f"ratio_{s}"] for row in sub]
+            for ax, values, label in (
+                (axes[0], factor, f"{problem}, {s}"),
+                (axes[1], ratio, None),
+            ):
+                ax.semilogx(
+                    ns * jitter,
+                    values,
+                    marker,
+                    color=cmap(k),
+                    mfc="none" if s == "pivoted" else cmap(k),
+                    ls="none",
+                    label=label,
+                )
     axes[0].axhline(1, color="gray", lw=0.8)
     axes[0].set_yscale("log")
     axes[0].set_yticks([0.5, 1, 2, 4, 8, 16])
@@ -1088,43 +1045,25 @@ def run(args):
     needed = set(parts)
     if "auto_rank" in parts:
         needed |= {part for part in ("figure2", "figure3") if part not in previous}
-    if "figure1" in needed:
-        print("Figure 1", flush=True)
-        with timer("figure1"):
-            results["figure1"] = run_figure1(cfg)
-            plot_figure1(results["figure1"], out_dir / "figure1.png")
-        for s in SAMPLINGS:
-            c = results["figure1"][s]
-            print(
-                f"  {s}: excess prediction error <= 1% from p = "
-                f"{c['p_excess_below_1pct']}, trace-norm error <= 1% from p = "
-                f"{c['p_trace_below_1pct']}, operator norm from p = "
-                f"{c['p_operator_below_1pct']}",
-                flush=True,
-            )
-    if "table1" in needed:
-        print("Table 1 (grid design, exact)", flush=True)
-        with timer("table1"):
-            results["table1"] = run_table1(cfg)
-            write_table1(results["table1"], out_dir / "table1.csv")
-    if "figure2" in needed:
-        print("Figure 2", flush=True)
-        with timer("figure2"):
-            results["figure2"] = run_figure2(cfg)
-            plot_figure2(results["figure2"], out_dir / "figure2.png")
-    if "figure3" in needed:
-        print("Figure 3", flush=True)
-        with timer("figure3"):
-            results["figure3"] = run_figure3(cfg, args.data_dir)
-            plot_figure3(results["figure3"], out_dir / "figure3.png")
-    if "auto_rank" in needed:
-        print("Automatic rank", flush=True)
-        with timer("auto_rank"):
-            fig2, fig3 = (
-                results.get(k, previous.get(k)) for k in ("figure2", "figure3")
-            )
-            results["auto_rank"] = run_auto_rank(fig2, fig3)
-            plot_auto_rank(results["auto_rank"], out_dir / "auto_rank.png")
+    steps = {
+        "figure1": ("Figure 1", lambda: run_figure1(cfg)),
+        "table1": ("Table 1 (grid design, exact)", lambda: run_table1(cfg)),
+        "figure2": ("Figure 2", lambda: run_figure2(cfg)),
+        "figure3": ("Figure 3", lambda: run_figure3(cfg, args.data_dir)),
+        "auto_rank": (
+            "Automatic rank",
+            lambda: run_auto_rank(
+                *(results.get(k, previous.get(k)) for k in ("figure2", "figure3"))
+            ),
+        ),
+    }
+    for part, (title, compute) in steps.items():
+        if part in needed:
+            print(title, flush=True)
+            with timer(part):
+                results[part] = compute()
+                draw, name = PLOTS[part]
+                draw(results[part], out_dir / name)
     elapsed = time.perf_counter() - start
     this_run.update(
         parts=sorted(needed), elapsed_seconds=elapsed, timings=dict(timer.seconds)
@@ -1168,34 +1107,20 @@ def headline(results, parts):
     if "figure1" in parts:
         fig1 = results["figure1"]
         out["figure1"] = {
-            s: [
-                fig1[s]["p_excess_below_1pct"],
-                fig1[s]["p_trace_below_1pct"],
-                fig1[s]["p_operator_below_1pct"],
-            ]
+            s: [fig1[s][f"p_{k}_below_1pct"] for k in ("excess", "trace", "operator")]
             for s in SAMPLINGS
         }
     if "table1" in parts:
         out["table1"] = {
-            r["pair"]: [
-                r["lambda_fitted"],
-                r["error_fitted"],
-                r["d_ave_fitted"],
-            ]
+            r["pair"]: [r["lambda_fitted"], r["error_fitted"], r["d_ave_fitted"]]
             for r in results["table1"]["rows"]
         }
     if "auto_rank" in parts:
+        keys = (
+            "n_problems n_within_1pct worst_ratio p_over_p_min_median p_over_p_min_max"
+        )
         out["auto_rank"] = {
-            s: {
-                k: v[k]
-                for k in (
-                    "n_problems",
-                    "n_within_1pct",
-                    "worst_ratio",
-                    "p_over_p_min_median",
-                    "p_over_p_min_max",
-                )
-            }
+            s: {k: v[k] for k in keys.split()}
             for s, v in results["auto_rank"]["verdict"].items()
         }
     return out
