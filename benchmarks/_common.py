@@ -43,6 +43,7 @@ DATA_SETS = {
     "cpu_small": "Delve comp-activ cpuSmall (OpenML 227)",
     "kin40k": "kin40k (Schwaighofer and Tresp 2002), its 10,000 / 30,000 split",
     "pol": "pole telecom (Weiss and Indurkhya), its 10,000 / 5,000 split",
+    "keggundirected": "UCI KEGG metabolic reaction network (undirected)",
     "pumadyn32nm": "Delve pumadyn-32nm",
     "pumadyn32nm_snelson": "pumadyn32nm, the Seeger / Snelson split",
     "a9a_adult": "LIBSVM a9a / a9a.t (UCI Adult)",

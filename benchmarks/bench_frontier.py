@@ -2,8 +2,12 @@
 
 On each set of ``_common.DATA_SETS`` (its split, else a seeded 80/20;
 inputs standardised inside each pipeline), a fresh process per fit on
-``--threads`` threads, RBF ``gamma = 1 / n_features`` for every system.
+``--threads`` threads, RBF ``gamma = 1 / n_features`` for every system
+but ``ours`` (which learns its kernel) and ``sklearn-grid``.
 Regression (test MSE): ``ours`` (``DoFKernelRidgeCV()``, every default),
+``ours-rbf`` (``kernel="rbf"``, the default before the kernel was learned),
+``sklearn-grid`` (``GridSearchCV`` of ``Nystroem(1000) + RidgeCV`` over
+``gamma`` in ``(0.1, 0.3, 1, 3, 10) / n_features``, 5 folds),
 ``ours-640`` (``max_components=640``, the cap before the exact route),
 ``ours-int`` (``ours`` at an int ``n_components``, the rank ``ours`` chose:
 the automatic rank's cost over one fit, ``ours_over_int``), ``sklearn-M``
@@ -66,13 +70,15 @@ REGRESSION = (
 CLASSIFICATION = ("a9a_adult", "ijcnn1", "pendigits", "satimage")
 
 
-def _ours(max_components=None, n_components="auto"):
+def _ours(max_components=None, n_components="auto", kernel=None):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     from sklearn_dof import DoFKernelRidgeCV
 
-    estimator = DoFKernelRidgeCV(random_state=0, n_components=n_components)
+    estimator = DoFKernelRidgeCV(
+        kernel=kernel, random_state=0, n_components=n_components
+    )
     if max_components is not None:
         estimator.set_params(max_components=max_components)
     return make_pipeline(StandardScaler(), estimator)
@@ -102,6 +108,14 @@ def _sklearn(M, classification=False):
     return make_pipeline(
         StandardScaler(), Nystroem(n_components=M, random_state=0), last
     )
+
+
+def _sklearn_grid(n_features, M=1000):
+    """``GridSearchCV`` of scikit-learn's pipeline over ``gamma``."""
+    from sklearn.model_selection import GridSearchCV
+
+    grid = {"nystroem__gamma": list(np.array([0.1, 0.3, 1, 3, 10]) / n_features)}
+    return GridSearchCV(_sklearn(M), grid, cv=5)
 
 
 def _loo_kernel_ridge(K, y, alpha):
@@ -161,14 +175,17 @@ def child(case):
         seconds, record["warnings"] = time.perf_counter() - start, []
     else:
         rank = case.get("n_components", "auto")  # (ours-int)
-        if system.startswith("sklearn-"):
+        if system == "sklearn-grid":
+            model = _sklearn_grid(X.shape[1])
+        elif system.startswith("sklearn-"):
             model = _sklearn(int(system.split("-")[1]), classification)
         elif classification:
             model = _ours_classifier(rank)
         else:
-            model = _ours(640 if system == "ours-640" else None, rank)
+            kernel = "rbf" if system == "ours-rbf" else None
+            model = _ours(640 if system == "ours-640" else None, rank, kernel)
         seconds, messages = timed_fit(model, X, y)
-        last = model[-1]
+        last = model.best_estimator_[-1] if system == "sklearn-grid" else model[-1]
         record = {"warnings": messages}
         if classification:
             prediction = model.predict_proba(X_test)
@@ -185,7 +202,7 @@ def child(case):
             if not classification:
                 record["lambda"] = float(last.alpha_) / X.shape[0]
         else:
-            record["n_components"] = int(system.split("-")[1])
+            record["n_components"] = int(last.n_features_in_)
     if classification:
         from sklearn.metrics import log_loss
 
@@ -224,6 +241,7 @@ def summarise(records):
         if ours is None:
             continue
         fixed = next((r for r in runs if r["system"] == "ours-int"), None)
+        rbf = next((r for r in runs if r["system"] == "ours-rbf"), None)
         dominating = [
             r["system"]
             for r in runs
@@ -243,6 +261,7 @@ def summarise(records):
                 "ours_warned": bool(ours["warnings"]),
                 "ours_peak_rss_mb": ours["peak_rss_mb"],
                 "dominated_by": dominating,
+                "ours_over_rbf": rbf and ours["test_error"] / rbf["test_error"],
                 "ours_over_int": (
                     None
                     if fixed is None or fixed["n_components"] != ours["n_components"]
@@ -286,6 +305,7 @@ def headline(payload):
                 "exact": r["ours_exact"],
                 "error": r["ours_error"],
                 "mse_over_exact": r.get("ours_mse_over_exact"),
+                "over_rbf": r.get("ours_over_rbf"),
                 "warned": r["ours_warned"],
                 "dominated_by": r["dominated_by"],
             }
@@ -302,7 +322,8 @@ def main(argv=None):
     parser.add_argument(
         "--systems",
         default=None,
-        help="comma-separated subset of ours, ours-640, ours-int, sklearn-M, exact",
+        help="comma-separated subset of ours, ours-rbf, ours-640, ours-int, "
+        "sklearn-M, sklearn-grid, exact",
     )
     parser.add_argument(
         "--merge",
@@ -322,9 +343,10 @@ def main(argv=None):
         return
     run = start_run(args.threads)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    systems = ["ours", "ours-640", "ours-int"] + [
+    systems = ["ours", "ours-rbf", "ours-640", "ours-int"] + [
         f"sklearn-{int(m)}" for m in args.components.split(",")
     ]
+    systems.append("sklearn-grid")
     systems.append("exact")
     wanted = args.systems.split(",") if args.systems else systems
     sets = args.sets.split(",")
@@ -335,8 +357,9 @@ def main(argv=None):
     records = []
     for name in sets:
         todo = [s for s in systems if s in wanted]
-        if name in CLASSIFICATION:  # (no exact reference, no cap to compare)
-            todo = [s for s in todo if s not in ("exact", "ours-640")]
+        if name in CLASSIFICATION:  # (regression's references and kernels)
+            regression = ("exact", "ours-640", "ours-rbf", "sklearn-grid")
+            todo = [s for s in todo if s not in regression]
         if "exact" in todo and load_split(name)[0].shape[0] > args.exact_max_rows:
             todo.remove("exact")
         for system in todo:
@@ -366,7 +389,7 @@ def main(argv=None):
             f"rank {row['ours_rank']:6d} error {row['ours_error']:.5g} "
             f"mse/exact {row['ours_mse_over_exact']} "
             f"warned {row['ours_warned']} dominated by {row['dominated_by']}"
-            f" over int {row['ours_over_int']}"
+            f" over int {row['ours_over_int']} over rbf {row['ours_over_rbf']}"
         )
     out = {"threads": args.threads, "records": records, "summary": summary}
     path = args.output_dir / "results.json"
@@ -390,7 +413,11 @@ def plot(results, output_dir):
         runs = [r for r in records if r["set"] == name]
         fig, ax = plt.subplots(figsize=(5, 3.6))
         peers = sorted(
-            (r for r in runs if r["system"].startswith("sklearn-")),
+            (
+                r
+                for r in runs
+                if r["system"].startswith("sklearn-") and r["system"] != "sklearn-grid"
+            ),
             key=lambda r: r["n_components"],
         )
         error = [r.get("test_error", r.get("test_mse")) for r in peers]
@@ -413,12 +440,16 @@ def plot(results, output_dir):
         styles = {
             "ours": ("*", "C3", 14),
             "ours-640": ("s", "C1", 7),
+            "ours-rbf": ("v", "C4", 7),
+            "sklearn-grid": ("o", "0.2", 8),
             "ours-int": ("^", "C2", 7),
             "exact": ("D", "C0", 7),
         }
         labels = {
             "ours": "ours (defaults)",
             "ours-640": "ours, max_components=640",
+            "ours-rbf": 'ours, kernel="rbf"',
+            "sklearn-grid": "GridSearchCV over gamma, M = 1000",
             "ours-int": "ours, n_components=its rank",
             "exact": "exact, penalty by exact LOO",
         }
