@@ -160,7 +160,7 @@ plt.show()
 #   points in the corners of the square have the largest leverage scores (see
 #   the quick start), and the rule provides for them.
 # * Far above the best ``alpha`` the automatic rank is small and the curve
-#   leaves the exact one: the constants of :func:`~sklearn_dof.auto_rank`
+#   leaves the exact one: the constants of :func:`~sklearn_dof.dof_rank`
 #   were calibrated at the best penalty of each problem, and this
 #   over-smoothed fit loses about 10% at ``alpha = 100``.  That does not
 #   change which ``alpha`` the search selects.

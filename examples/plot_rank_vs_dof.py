@@ -106,7 +106,7 @@ for key, problem in data.items():
 # uniform columns (solid, median of five draws) from a small multiple of it.
 # The dotted lines are the constants of the paper's rule,
 # ``n_components="dof"``
-# (:func:`sklearn_dof.auto_rank`): ``2.75 d_max`` uniform and ``1.5 d_max``
+# (:func:`sklearn_dof.dof_rank`): ``2.75 d_max`` uniform and ``1.5 d_max``
 # pivoted columns.  A ratio slightly below one is no mistake: the Nystroem
 # approximation shrinks the fit a little more than exact kernel ridge, which
 # can help.

@@ -135,7 +135,7 @@ plt.show()
 # -----------------------
 # With ``n_components="dof"`` (the paper's rule; ``"auto"`` certifies a
 # loss of test error instead) each rule estimates the degrees of freedom
-# from its own columns and sets the rank by :func:`~sklearn_dof.auto_rank`:
+# from its own columns and sets the rank by :func:`~sklearn_dof.dof_rank`:
 # ``ceil(2.75 d_max)`` uniform and ``ceil(1.5 d_max)`` pivoted columns; the
 # adaptive random rules go where the leverage is and need a rank of the
 # order of ``d_eff`` instead, ``ceil(3 d_eff)`` for ``rpcholesky`` and

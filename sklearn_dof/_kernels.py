@@ -71,12 +71,9 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
 # float64): a chunk stays in a core's L2 or L3 share through the clip and the
 # exponential, and its three numpy calls are long enough that their Python
 # overhead, serialised by the GIL, stays small beside them on many threads.
-# 2**16 (32 rows at p = 2000) made each refinement pass over the kernel a
-# fifth longer on 2 threads (by benchmarks/profile_fit.py, a one-off script
-# since removed; that profile was not kept), and numpy calls on such chunks
-# scaled no further than 4 to 8 threads on 16 cores (by the one-off
-# benchmarks/bench_kernel_threads.py, since removed: doc/design/scaling.rst,
-# "The kernel's chunks: run 7").  Streamed passes (``FeatureBlocks.reduce``
+# Smaller chunks lengthened each pass over the kernel, and scaled no
+# further than 4 to 8 threads (doc/design/scaling.rst, "The kernel's
+# chunks").  Streamed passes (``FeatureBlocks.reduce``
 # with ``stream=True``) consume the kernel in chunks of this size too.
 CHUNK_ENTRIES = 2**18
 # Rows per worker below which a kernel block is evaluated by one thread.

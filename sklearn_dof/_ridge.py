@@ -59,14 +59,12 @@ _NYSTROEM_CONSTRAINTS = {
 }
 
 
-#: The penalties ``lambda`` of ``DoFKernelRidgeCV(alphas=None)``, which tries
-#: ``alpha = n_samples * lambda``: the paper's scale, on which the best
-#: penalty of standardised real data sets lies between 1e-6 and 1e-1
-#: (doc/automatic_rank.rst).  Half decades: against whole decades, at a
-#: rank of 640 and random_state=0 they raised the test R^2 on 4 of the 10
-#: sets of bench_defaults.py (cpu_small 0.911 -> 0.919, pumadyn32nm 0.233
-#: -> 0.239) and lowered it on one (ailerons 0.8145 -> 0.8136), in a
-#: development sweep that is not among the benchmarks.
+#: The penalties ``lambda`` of ``DoFKernelRidgeCV(alphas=None)`` at a kernel
+#: it is given, which tries ``alpha = n_samples * lambda``: the paper's
+#: scale, on which the best penalty of standardised real data sets lies
+#: between 1e-6 and 1e-1 (doc/automatic_rank.rst).  Half decades: a finer
+#: grid raised a capped fit's test score more often than it lowered it
+#: (doc/design/cross_validation.rst, "The penalty on low-rank fits").
 DEFAULT_LAMBDAS = np.logspace(-6, 0, 13)
 
 #: The cap of ``DoFKernelRidgeCV``'s automatic rank where ``max_components``
@@ -1114,12 +1112,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         with its leave-one-out), and the search walks the grid below the
         reference penalty (the rounds', else ``reference``'s): a rank grown
         on a factor of the rows prefers too large a penalty, since its
-        fits at small penalties lack the rows' last directions (pumadyn32nm:
-        at 256 to 4,096 of 6,553 columns leave-one-out prefers ``lambda``
-        from ``1e-3`` to ``3e-5``, the exact fit ``1e-6``, the grid's
-        smallest, with 25% less error).  The smallest penalty is scored
-        first (where the exact curve most often has its minimum: five of
-        the ten regression sets of ``benchmarks/bench_frontier.py``) and the
+        fits at small penalties lack the rows' last directions
+        (doc/design/cross_validation.rst).  The smallest penalty is scored
+        first (where the exact curve most often has its minimum) and the
         walk goes up while the score improves; if the smallest does not
         beat the reference, the reference's neighbour is scored, and the
         walk goes down from it.  After rounds that ended exact, whose

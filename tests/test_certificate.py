@@ -15,7 +15,7 @@ from sklearn_dof import (
     _certificate,
     _estimate,
     _landmarks,
-    auto_rank,
+    dof_rank,
 )
 from sklearn_dof._certificate import logistic_certificate, loo_curve, loss_certificate
 from sklearn_dof._dof import _lower_bounds
@@ -158,7 +158,7 @@ def test_certified_rank_keeps_test_error_and_says_so(problem):
     paper = DoFKernelRidge(
         alpha=alpha, gamma=gamma, n_components="dof", random_state=0
     ).fit(X, y)
-    assert paper.n_components_ == auto_rank(paper.dof_, "uniform", 800)
+    assert paper.n_components_ == dof_rank(paper.dof_, "uniform", 800)
     assert np.isnan(paper.nystroem_.loss_estimate_)
 
 

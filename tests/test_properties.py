@@ -20,8 +20,8 @@ from sklearn_dof import (
     DoFKernelRidge,
     DoFKernelRidgeCV,
     DoFNystroem,
-    auto_rank,
     degrees_of_freedom,
+    dof_rank,
     estimate_degrees_of_freedom,
     leverage_score_bounds,
     pivoted_cholesky,
@@ -411,7 +411,7 @@ def test_ridge_predictions_are_linear_in_y(hyp):
 )
 def test_auto_rank_is_monotone_and_bounded(d, n, sampling):
     low, high = sorted(d)
-    p_low, p_high = auto_rank(low, sampling, n), auto_rank(high, sampling, n)
+    p_low, p_high = dof_rank(low, sampling, n), dof_rank(high, sampling, n)
     assert 1 <= p_low <= p_high <= n
     assert p_high >= min(n, high)
 

@@ -31,8 +31,8 @@ from sklearn_dof import (
     DoFKernelRidge,
     DoFKernelRidgeCV,
     DoFNystroem,
-    auto_rank,
     degrees_of_freedom,
+    dof_rank,
     estimate_degrees_of_freedom,
     leverage_score_bounds,
     pivoted_cholesky,
@@ -790,11 +790,11 @@ def test_leverage_score_bounds_bad_input(args, error, message):
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: auto_rank(np.nan), "'d_max' parameter"),
-        (lambda: auto_rank(np.inf), "'d_max' parameter"),
-        (lambda: auto_rank(-1.0), "'d_max' parameter"),
-        (lambda: auto_rank(1.0, "foo"), "'sampling' parameter"),
-        (lambda: auto_rank(1.0, n_samples=0), "'n_samples' parameter"),
+        (lambda: dof_rank(np.nan), "'d_max' parameter"),
+        (lambda: dof_rank(np.inf), "'d_max' parameter"),
+        (lambda: dof_rank(-1.0), "'d_max' parameter"),
+        (lambda: dof_rank(1.0, "foo"), "'sampling' parameter"),
+        (lambda: dof_rank(1.0, n_samples=0), "'n_samples' parameter"),
         (lambda: theoretical_rank(np.nan, 100, 1.0), "'d_max' parameter"),
         (lambda: theoretical_rank(1.0, 100, 0.0), "'alpha' parameter"),
         (lambda: theoretical_rank(1.0, 0, 1.0), "'n_samples' parameter"),
@@ -812,7 +812,7 @@ def test_rank_and_column_functions_bad_input(call, message):
 def test_rank_functions_clip():
     with pytest.warns(UserWarning, match="exceeds n_samples=100; capped"):
         assert theoretical_rank(50.0, 100, 1.0) == 100
-    assert auto_rank(1e6, n_samples=10) == 10
+    assert dof_rank(1e6, n_samples=10) == 10
     assert sorted(uniform_columns(3, 10, random_state=0)) == [0, 1, 2]
 
 
