@@ -12,7 +12,8 @@ own process on ``--threads`` threads:
 * ``matern32``: ``DoFKernelRidgeCV(kernel=Matern(nu=1.5))``, one length
   scale (the published shared-length-scale GP's kernel);
 * ``refit``: ``DoFKernelRidgeCV`` at the default's learned ``kernel_``
-  with its bounds fixed (what the learning costs: ``default_over_refit``);
+  with its bounds fixed and the grid it searched, ``alphas_`` (what the
+  learning costs: ``default_over_refit``);
 * ``hgb``: ``HistGradientBoostingRegressor(random_state=0)``.
 
 Reported per set, averaged over the seeds: test RMSE beside the published
@@ -85,7 +86,9 @@ def _model(case):
         "matern32": Matern(nu=1.5),
         "refit": case.get("kernel") and pickle.loads(base64.b64decode(case["kernel"])),
     }[system]
-    return DoFKernelRidgeCV(kernel=kernel, random_state=0)
+    # The refit searches the grid the default searched at its kernel.
+    alphas = case.get("alphas") if system == "refit" else None
+    return DoFKernelRidgeCV(kernel=kernel, alphas=alphas, random_state=0)
 
 
 def _fixed(kernel):
@@ -100,7 +103,7 @@ def child(case):
     stop = rss_probe()
     seconds, messages = timed_fit(model, X, y)
     rmse = float(np.sqrt(np.mean((model.predict(X_test) - y_test) ** 2)))
-    record = {k: v for k, v in case.items() if k != "kernel"}
+    record = {k: v for k, v in case.items() if k not in ("kernel", "alphas")}
     record |= stop() | {"fit_seconds": seconds, "warnings": messages}
     record |= {"test_rmse": rmse, "n_train": int(X.shape[0])}
     if case["system"] != "hgb":
@@ -108,6 +111,7 @@ def child(case):
             "n_components": int(model.n_components_),
             "lambda": float(model.alpha_) / X.shape[0],
             "kernel_": repr(model.kernel_),
+            "alphas": [float(a) for a in model.alphas_],
         }
         fixed = pickle.dumps(_fixed(model.kernel_))
         record["fixed_kernel"] = base64.b64encode(fixed).decode()
@@ -205,18 +209,20 @@ def run_cases(args, records):
                 case = {"set": name, "seed": seed, "system": system}
                 if system == "refit":
                     learned = [
-                        r.get("fixed_kernel")
+                        r
                         for r in records
                         if (r["set"], r["seed"], r["system"]) == (name, seed, "default")
+                        and r.get("fixed_kernel")
                     ]
-                    if not learned or learned[0] is None:
+                    if not learned:
                         continue
-                    case["kernel"] = learned[0]
+                    case["kernel"] = learned[0]["fixed_kernel"]
+                    case["alphas"] = learned[0]["alphas"]
                 record = run_child(
                     __file__, case, args.threads, check=False, timeout=args.timeout
                 )
                 shown = {k: record.get(k) for k in ("fit_seconds", "test_rmse")}
-                print(json.dumps(case | shown | {"kernel": None}), flush=True)
+                print(json.dumps(case | shown | {"kernel": None, "alphas": None}))
                 yield record
 
 

@@ -352,6 +352,30 @@ class KernelSearch(NamedTuple):
     choice: str
 
 
+#: The per-row penalties ``lambda`` within which the default search learns
+#: ``alpha = m lambda`` on its ``m`` rows: nearly noiseless data (a
+#: simulated robot arm) want a noise variance of a thousandth of the
+#: kernel's, or ``lambda`` near ``1e-7`` on 1,000 rows.
+SEARCH_LAMBDAS = (1e-8, 1.0)
+
+
+def learned_penalties(alpha, learn_rows, n_rows):
+    """The grid of ``DoFKernelRidgeCV(alphas=None)`` at a kernel learned
+    with ``alpha`` on ``learn_rows`` rows, for a fit on ``n_rows``: half
+    decades from a tenth of ``alpha`` to ``sqrt(10)`` times
+    ``alpha n_rows / learn_rows``.
+
+    The learned ``alpha`` is a ratio of noise to the kernel's unit
+    variance, which a Gaussian process keeps as rows are added; keeping the
+    per-row penalty instead, as the paper's rates do, multiplies it by
+    ``n_rows / learn_rows``.  The grid spans both, with a margin, and the
+    leave-one-out error on every row chooses.
+    """
+    low = np.log10(alpha) - 1.0
+    high = np.log10(alpha * max(n_rows / learn_rows, 1.0)) + 0.5
+    return 10.0 ** (low + 0.5 * np.arange(int(np.ceil(2 * (high - low) - 1e-9)) + 1))
+
+
 def _held_out_error(criterion, learned, X_check, y_check, weights):
     """Weighted mean squared error on the held-out rows of the kernel ridge
     fitted on the criterion's rows at the learned kernel and penalty."""

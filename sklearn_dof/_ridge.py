@@ -35,7 +35,7 @@ from sklearn.utils.validation import (
 
 from . import _array_api, _dask, _landmarks, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
-from ._kernel_learning import search_kernel
+from ._kernel_learning import SEARCH_LAMBDAS, learned_penalties, search_kernel
 from ._kernel_objects import check_kernel_object, is_kernel_object
 from ._landmark_block import EveryRow, FitRequest
 from ._nystroem import DoFNystroem
@@ -576,10 +576,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     ----------
     alphas : array-like of shape (n_alphas,), default=None
         Penalties to try, on scikit-learn's scale (``alpha = n * lambda``).
-        None: ``n_samples * lambda`` for ``lambda`` in
-        ``1e-6, 10^-5.5, ..., 1`` (:data:`DEFAULT_LAMBDAS`, half
-        decades), the paper's scale,
-        which means the same whatever the number of rows; with
+        None, where the kernel is learned: half decades from a tenth of
+        the penalty ``alpha`` learned with it on ``m`` rows to ``sqrt(10)``
+        times ``alpha n / m`` (a Gaussian process keeps ``alpha``, a ratio
+        of noise to the kernel's variance, as rows are added; the paper's
+        rates keep ``lambda``).  None at a given kernel: ``n_samples *
+        lambda`` for ``lambda`` in ``1e-6, 10^-5.5, ..., 1``
+        (:data:`DEFAULT_LAMBDAS`, half decades), the paper's scale, which
+        means the same whatever the number of rows.  With
         ``sample_weight``, ``n_samples`` is the sum of the weights, so that
         integer weights try the penalties of the repeated rows.  With
         ``n_components="auto"`` the rank is certified for the penalty with
@@ -671,7 +675,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         exact kernel ridge's leave-one-out error is ``O(m^3)`` per step),
         and up to half as many held-out rows that choose between one and
         several length scales.  The penalty learned with them stays within
-        the ``lambda = alpha / n_samples`` of ``alphas``.
+        ``lambda = alpha / m`` of ``1e-8`` to ``1`` with ``alphas=None``,
+        else within the ``lambda = alpha / n_samples`` of ``alphas``.
     kernel_max_iter : int, default=100
         L-BFGS steps of each search of the hyperparameters; a
         :class:`~sklearn.exceptions.ConvergenceWarning` where a search
@@ -701,6 +706,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         itself where nothing is learned (``"rbf"`` for None).
     alpha_ : float
         The selected penalty.
+    alphas_ : tuple of float
+        The penalties searched: ``alphas``, or with ``alphas=None`` those
+        its docstring describes.
     best_score_ : float
         Score at ``alpha_`` (with ``scoring=None`` and ``cv=None``, minus the
         mean squared leave-one-out error).
@@ -747,7 +755,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     and ``Matern(nu=1.5)``, the family with the smaller leave-one-out error
     is kept, then one length scale per feature is learned from it.  The
     rank and the penalty ``alpha_`` are then chosen on every row at the
-    learned kernel ``kernel_``, as below.
+    learned kernel ``kernel_``, as below, among penalties around the one
+    learned with it (``alphas_``).
 
     The leave-one-out is exact for the ridge regression on the fixed
     features: it does not reselect the landmarks without the left-out point
@@ -909,7 +918,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."
             )
-        self.kernel_ = self._learned_kernel(X, y, sample_weight, alphas)
+        self.kernel_, alphas = self._learned_kernel(X, y, sample_weight, alphas)
+        # Floats on the host, as alpha_ is, whatever the arrays' namespace.
+        self.alphas_ = tuple(map(float, alphas))
         # Two passes (Gram matrix, then leave-one-out errors): keep the
         # features if they fit the memory budget.  The automatic rank is
         # certified for the penalty the leave-one-out error prefers, round
@@ -992,6 +1003,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         X, y, sample_weight = self._validate_array_api(X, y, sample_weight, *namespace)
         self.kernel_ = self._unlearned_kernel()
         alphas = self._check_alphas(_weighted_n_samples(X, sample_weight, namespace[0]))
+        self.alphas_ = tuple(map(float, alphas))
         # (No exact route on the device: the cap of a fit beyond the budget.)
         nystroem = self._new_nystroem(
             float(alphas.min()),
@@ -1009,25 +1021,33 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         return "rbf" if self.kernel is None else self.kernel
 
     def _learned_kernel(self, X, y, sample_weight, alphas):
-        """``kernel_``: the kernel with its free hyperparameters learned by
-        the leave-one-out error of kernel ridge on ``kernel_subsample``
-        rows (:func:`~sklearn_dof._kernel_learning.search_kernel`), where
+        """``kernel_`` and the grid to search: the kernel with its free
+        hyperparameters learned by the leave-one-out error of kernel ridge
+        on ``kernel_subsample`` rows
+        (:func:`~sklearn_dof._kernel_learning.search_kernel`), where
         ``kernel`` is None (and no named kernel parameter is given) or a
         kernel object with free hyperparameters, on dense NumPy ``X``;
-        else :meth:`_unlearned_kernel`."""
+        else :meth:`_unlearned_kernel` and ``alphas``.  With ``alphas=None``
+        the search's penalty spans :data:`SEARCH_LAMBDAS` and the grid
+        follows the penalty learned (:func:`learned_penalties`); given
+        ``alphas``, the search keeps within their range per row and the
+        grid is theirs."""
         kernel = self.kernel
         named = (self.gamma, self.coef0, self.degree, self.kernel_params)
         learnable = (kernel is None and all(value is None for value in named)) or (
             is_kernel_object(kernel) and kernel.n_dims > 0
         )
         if not learnable or sparse.issparse(X) or _dask.is_dask_array(X):
-            return self._unlearned_kernel()
+            return self._unlearned_kernel(), alphas
         if kernel is not None:
             check_kernel_object(kernel, X.shape[1])
         progress = Progress(self.verbose, type(self).__name__)
-        # The grid's penalties per row: the search's penalties are those of
-        # its subsample at the same lambda.
         n_rows = _weighted_n_samples(X, sample_weight)
+        lambdas = (
+            SEARCH_LAMBDAS
+            if self.alphas is None
+            else (alphas.min() / n_rows, alphas.max() / n_rows)
+        )
         search = search_kernel(
             kernel,
             X.astype(np.float64, copy=False),
@@ -1035,14 +1055,20 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             weights=sample_weight,
             intercept=self.fit_intercept,
             rows=self.kernel_subsample,
-            lambdas=(alphas.min() / n_rows, alphas.max() / n_rows),
+            lambdas=lambdas,
             max_iter=self.kernel_max_iter,
             n_restarts=self.n_restarts_optimizer,
             rng=check_random_state(self.random_state).randint(2**31),
             progress=progress,
         )
-        progress(f"kernel_={search.kernel!r} ({search.choice})")
-        return search.kernel
+        progress(
+            f"kernel_={search.kernel!r} ({search.choice}), alpha={search.alpha:.4g}"
+        )
+        if self.alphas is None:
+            # kernel_subsample, not the rows drawn: weights and repeated
+            # rows draw different numbers and must give the same grid.
+            alphas = learned_penalties(search.alpha, self.kernel_subsample, n_rows)
+        return search.kernel, alphas
 
     def _search_by_loo(self, problem, alphas, y):
         """``alpha_`` and ``best_score_`` by the efficient leave-one-out (or

@@ -16,7 +16,7 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, DoFNystroem
-from sklearn_dof._kernel_learning import LeaveOneOutCriterion
+from sklearn_dof._kernel_learning import LeaveOneOutCriterion, learned_penalties
 
 KERNELS = [
     RBF([1.0, 2.0, 0.5]),
@@ -177,3 +177,34 @@ def test_bad_kernels_name_the_parameter(kernel, error, match):
     for estimator in (DoFKernelRidge(kernel=kernel), DoFKernelRidgeCV(kernel=kernel)):
         with pytest.raises(error, match=match):
             estimator.fit(X, X[:, 0])
+
+
+@pytest.mark.parametrize(
+    "alpha, learn_rows, n_rows",
+    [(1e-3, 1000, 9600), (0.05, 1000, 40000), (2.0, 900, 500)],
+)
+def test_learned_penalties_span_both_scalings(alpha, learn_rows, n_rows):
+    grid = learned_penalties(alpha, learn_rows, n_rows)
+    steps = np.diff(np.log10(grid))
+    np.testing.assert_allclose(steps, 0.5)
+    # alpha itself (a Gaussian process's scaling), a decade below it, and
+    # the per-row scaling alpha n / m with half a decade above it.
+    assert np.isclose(grid, alpha).any()
+    assert grid[0] == pytest.approx(alpha / 10)
+    assert grid[-1] >= np.sqrt(10) * alpha * max(n_rows / learn_rows, 1) * (1 - 1e-12)
+    assert grid[-2] < np.sqrt(10) * alpha * max(n_rows / learn_rows, 1)
+
+
+def test_the_grid_follows_the_learned_penalty():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(600, 2))
+    y = np.sin(2 * X[:, 0]) + 0.01 * rng.normal(size=600)
+    learned = DoFKernelRidgeCV(kernel_subsample=200, random_state=0).fit(X, y)
+    # Nearly noiseless rows: the learned penalty lies below the default
+    # grid's smallest, n * 1e-6, and alpha_ is chosen from alphas_.
+    assert min(learned.alphas_) < 600 * 1e-6
+    assert learned.alpha_ in learned.alphas_
+    given = DoFKernelRidgeCV(kernel="rbf", random_state=0).fit(X, y)
+    np.testing.assert_allclose(given.alphas_, 600 * np.logspace(-6, 0, 13))
+    alphas = [0.1, 1.0]
+    assert list(DoFKernelRidgeCV(alphas=alphas).fit(X, y).alphas_) == alphas
