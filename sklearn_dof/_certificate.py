@@ -303,11 +303,6 @@ def loo_curve(
     ``O(n r^2)``, give the exact leave-one-out error
     ``mean(((y_i - z_i) / (1 - h_i))^2)`` at every rank of the grid.
 
-    With ``weights`` ``w`` the ridge is weighted (``sum_i w_i (y_i - z_i)^2``,
-    the intercept centring with weighted means): the same on the rows
-    ``sqrt(w_i) g_i`` and targets ``sqrt(w_i) y_i``, whose Gram matrix costs
-    a pass of its own, and the intercept's leverage is ``w_i / sum(w)``.
-
     Parameters
     ----------
     factor : PartialCholesky
@@ -321,7 +316,7 @@ def loo_curve(
     n_ranks : int, default=64
         Number of ranks of the grid, evenly spaced up to ``r``.
     weights : ndarray of shape (n,), default=None
-        Positive row weights (None: unweighted).
+        Positive row weights (None: unweighted; see :class:`LeaveOneOutPass`).
     row_loss : callable, default=None
         ``row_loss(rows, residuals)`` maps the leave-one-out residuals of
         a block of rows, ``sqrt(w_i) (y_i - z_i^{-i})`` of shape
@@ -332,11 +327,8 @@ def loo_curve(
         ``r``, ``diag G (G^T G + alpha I)^{-1} G^T``, the lower bounds of
         the ridge leverage scores that :mod:`sklearn_dof._dof` reports
         (unweighted only; ``alpha`` raised to the Gram matrix's rounding
-        level where it is below, as for the leave-one-out errors).  With
-        the intercept they follow from the centred ``Z`` of the same pass
-        by the Sherman-Morrison formula
-        (``G^T G = G_c^T G_c + n m m^T``): ``O(n r)`` more, instead of a
-        pass of ``O(n r^2)`` of their own.  With ``weights``, the weighted
+        level where it is below, as for the leave-one-out errors;
+        :meth:`LeaveOneOutPass.losses`).  With ``weights``, the weighted
         scores of the centred factor instead,
         ``diag W^{1/2} G_c (G_c^T W G_c + alpha I)^{-1} G_c^T W^{1/2}``:
         their sum is the degrees of freedom of the weighted ridge.
@@ -375,6 +367,11 @@ class LeaveOneOutPass:
     leave-one-out losses on its own, so a mean over a uniform subsample of
     the rows, with its standard error, costs that subsample's share of the
     pass (:func:`logistic_certificate`).  Parameters as :func:`loo_curve`'s.
+
+    With ``weights`` ``w`` the ridge is weighted (``sum_i w_i (y_i - z_i)^2``,
+    the intercept centring with weighted means): the same on the rows
+    ``sqrt(w_i) g_i`` and targets ``sqrt(w_i) y_i``, whose Gram matrix costs
+    a pass of its own, and the intercept's leverage is ``w_i / sum(w)``.
 
     Attributes
     ----------
@@ -470,7 +467,13 @@ class LeaveOneOutPass:
     def losses(self, rows=None):
         """The leave-one-out losses of ``rows`` (indices; None: every row)
         at each rank, of shape ``(len(rows), len(ranks))``, and their scores
-        at rank ``r`` (None without ``scores``)."""
+        at rank ``r`` (None without ``scores``).
+
+        With the intercept the uncentred scores follow from the centred
+        ``Z`` of the same pass by the Sherman-Morrison formula
+        (``G^T G = G_c^T G_c + n m m^T``): ``O(n r)`` more, instead of a
+        pass of ``O(n r^2)`` of their own.
+        """
         G, y, root, mean, leverage = self.G, self.y, self.root, self.mean, self.leverage
         n, r = G.shape
         index = np.arange(n) if rows is None else np.asarray(rows, dtype=np.intp)
@@ -661,35 +664,20 @@ def logistic_certificate(
     ``labels`` that indicate more than two classes.
 
     Logistic regression at rank ``r`` (the factor's columns, penalty
-    ``alpha``, by Newton's method) gives the linear predictor ``eta``, the
-    curvatures ``w_i = p_i (1 - p_i)`` and the working response
-    ``z = eta + (y - p) / w``.  Newton's quadratic model there is the
-    ridge regression of ``z`` weighted by ``w``, whose solution at rank
-    ``r`` is the logistic one and whose prefix fits are one Newton step
+    ``alpha``, by Newton's method: :func:`_logistic_fit`) gives the linear
+    predictor ``eta``, the curvatures ``w_i = p_i (1 - p_i)`` and the
+    working response ``z = eta + (y - p) / w`` (:func:`_working_response`,
+    which states the multinomial curvatures).  Newton's quadratic model there
+    is the ridge regression of ``z`` weighted by ``w``, whose solution at
+    rank ``r`` is the logistic one and whose prefix fits are one Newton step
     towards the logistic fits of the smaller ranks.  :func:`loo_curve` gives
     its exact leave-one-out predictors ``eta^{-i}`` at every rank of the
     grid, the approximate leave-one-out of generalised linear models (Rad
     and Maleki, 2020), and the certificate compares their log-losses
     ``log(1 + exp(-s_i eta^{-i}))`` (``s_i = +-1``) as the ridge one compares
-    squared residuals: the loss is curvature-weighted where the logistic
-    loss is, so points classified with confidence count for little.
-
-    With ``m > 2`` classes the row's curvature is the ``m x m`` matrix
-    ``W_i = diag(p_i) - p_i p_i^T`` and Newton's model couples the classes'
-    coefficients, a Hessian of ``(m r)^2`` (``n (m r)^2`` flops to form,
-    ``(m r)^3 / 3`` to factor; pendigits at ``r = 1,024``: 100 times the
-    two-class pass).  The certificate replaces ``W_i`` by its curvature
-    along the row's own gradient ``d_i = y_i - p_i`` (the indicator of its
-    class less its probabilities), the Rayleigh quotient ``w_i = d_i^T W_i
-    d_i / d_i^T d_i``: every class then shares the row weights ``w`` and one
-    factorisation serves the ``m`` targets ``z_i = eta_i + d_i / w_i``.  Any
-    positive weights keep the fit at rank ``r`` the multinomial one (the
-    ridge's normal equations are then the multinomial gradient), and along
-    ``d_i``, the direction in which leaving row ``i`` out moves its
-    predictor first, the leave-one-out step ``d_i h_i / (w_i (1 - h_i))``
-    has the exact curvature; it is that of the binomial certificate for
-    ``m = 2`` (``w_i = 2 p_i (1 - p_i)`` in the two logits).  The losses
-    are the multinomial log-losses of ``eta^{-i}``.
+    squared residuals (:func:`_read_rows`): the loss is curvature-weighted
+    where the logistic loss is, so points classified with confidence count
+    for little.
 
     Parameters
     ----------
@@ -704,10 +692,7 @@ def logistic_certificate(
         Whether the model fits an unpenalised intercept.
     start : NewtonResult, default=None
         The fit on the factor's first columns (the previous round's
-        :attr:`LossCertificate.fit`), where Newton's method starts: the
-        factor's columns are nested, and the fit of half the columns is
-        close to the optimum (on a9a, three steps per round instead of
-        seven).
+        :attr:`LossCertificate.fit`), where Newton's method starts.
     loss_tol : float, default=None
         The tolerance the caller certifies: with ``row_order``, the
         leave-one-out losses are read on as many rows as their standard
@@ -721,8 +706,7 @@ def logistic_certificate(
     uniform : bool, default=False
         Whether the factor's pivots are a uniform sample of the rows: a
         two-class Newton-CG then preconditions with their rows of the
-        factor, as an int fit does with its landmarks, not with the
-        factor's Gram matrix.
+        factor (:func:`_logistic_fit`).
 
     Returns
     -------
@@ -730,23 +714,39 @@ def logistic_certificate(
         With the logistic fit as :attr:`LossCertificate.fit`, and, for two
         classes, its Hessian, factored, as the fit's
         :attr:`~sklearn_dof._newton.NewtonResult.hessian` where it fits the
-        solver's default budget (the leave-one-out pass factors it anyway;
-        a fit from this one preconditions its Newton steps with it).
+        solver's default budget (:func:`_with_fit`).
+    """
+    labels = np.asarray(labels)
+    multinomial = labels.ndim == 2
+    n_classes = labels.shape[1] if multinomial else 2
+    index = labels.argmax(axis=1) if multinomial else labels
+    landmarks = uniform and not multinomial
+    fit = _logistic_fit(factor, index, n_classes, alpha, center, start, landmarks)
+    z, curvature, log_losses = _working_response(factor.factor, labels, index, fit)
+    loo = LeaveOneOutPass(
+        factor, z, alpha, center, weights=curvature, row_loss=log_losses
+    )
+    floor = _ERROR_FLOOR * math.log(n_classes)
+    certificate = _read_rows(factor, loo, floor, loss_tol, row_order)
+    return _with_fit(certificate, loo, fit, multinomial)
 
-    Notes
-    -----
+
+def _logistic_fit(factor, index, n_classes, alpha, center, start, landmarks):
+    """The logistic fit of :func:`logistic_certificate` at rank ``r``, by
+    Newton-CG from ``start``: the factor's columns are nested, and the fit
+    of half the columns is close to the optimum (on a9a, three steps per
+    round instead of seven).  Its preconditioner is made of the pivots' rows
+    of the factor where ``landmarks`` (a uniform sample, two classes), as an
+    int fit does with its landmarks, else of the factor's Gram matrix.
+
     The Newton fit stops at the gradient test: the leave-one-out pass
     forms the exact Hessian at the fit (two classes), and its fit at rank
     ``r`` is one exact Newton step from there, so the decrement needs no
     Hessian of its own.
     """
     G = factor.factor
-    labels = np.asarray(labels)
-    multinomial = labels.ndim == 2
-    n_classes = labels.shape[1] if multinomial else 2
-    index = labels.argmax(axis=1) if multinomial else labels
     features = FeatureBlocks.from_array(np.asarray(G, dtype=np.float64))
-    landmark_rows = _pivot_rows(factor) if uniform and not multinomial else None
+    landmark_rows = _pivot_rows(factor) if landmarks else None
     if landmark_rows is not None:
         # Newton-CG's preconditioner from the landmarks' own rows of the
         # factor, as an int fit's (_newton._Problem._nystroem_gram): a
@@ -760,7 +760,7 @@ def logistic_certificate(
         # Newton-CG's Gram matrix from the factor's, which the rounds extend
         # by their new columns only (and the score bounds read at the end).
         features.factor = PrefixSums(factor, G.shape[1])
-    fit = logistic_newton(
+    return logistic_newton(
         features,
         index,
         alpha,
@@ -782,6 +782,33 @@ def logistic_certificate(
         # 15.7 s).
         check_decrement=False,
     )
+
+
+def _working_response(G, labels, index, fit):
+    r"""Newton's weighted ridge at the logistic ``fit`` on the factor ``G``:
+    the working response ``z`` (one column per logit), the curvatures ``w``
+    and the ``row_loss`` of :func:`loo_curve` that maps the leave-one-out
+    residuals ``sqrt(w_i) (z_i - eta_i^{-i})`` to the log-losses of the
+    predictors ``eta^{-i}``.
+
+    With ``m > 2`` classes the row's curvature is the ``m x m`` matrix
+    ``W_i = diag(p_i) - p_i p_i^T`` and Newton's model couples the classes'
+    coefficients, a Hessian of ``(m r)^2`` (``n (m r)^2`` flops to form,
+    ``(m r)^3 / 3`` to factor; pendigits at ``r = 1,024``: 100 times the
+    two-class pass).  The certificate replaces ``W_i`` by its curvature
+    along the row's own gradient ``d_i = y_i - p_i`` (the indicator of its
+    class less its probabilities), the Rayleigh quotient ``w_i = d_i^T W_i
+    d_i / d_i^T d_i``: every class then shares the row weights ``w`` and one
+    factorisation serves the ``m`` targets ``z_i = eta_i + d_i / w_i``.  Any
+    positive weights keep the fit at rank ``r`` the multinomial one (the
+    ridge's normal equations are then the multinomial gradient), and along
+    ``d_i``, the direction in which leaving row ``i`` out moves its
+    predictor first, the leave-one-out step ``d_i h_i / (w_i (1 - h_i))``
+    has the exact curvature; it is that of the binomial certificate for
+    ``m = 2`` (``w_i = 2 p_i (1 - p_i)`` in the two logits).  The losses
+    are the multinomial log-losses of ``eta^{-i}``.
+    """
+    multinomial = labels.ndim == 2
     eta = G.astype(np.float64, copy=False) @ fit.coef.T + fit.intercept
     if multinomial:
         p = softmax(eta, axis=1)
@@ -809,11 +836,15 @@ def logistic_certificate(
             return logsumexp(eta_out, axis=1) - own[:, 0]
         return np.logaddexp(0.0, -sign[rows, None] * eta_out[:, 0])
 
-    loo = LeaveOneOutPass(
-        factor, z, alpha, center, weights=curvature, row_loss=log_losses
-    )
-    floor = _ERROR_FLOOR * math.log(n_classes)
-    n = G.shape[0]
+    return z, curvature, log_losses
+
+
+def _read_rows(factor, loo, floor, loss_tol, row_order):
+    """The :class:`LossCertificate` of the leave-one-out pass ``loo``'s
+    losses: of every row, or, with ``row_order`` and ``loss_tol``, of its
+    prefixes, from :data:`LOO_ROWS` rows on, until the standard errors at
+    the certified rank are within :data:`NOISE_SHARE` of ``loss_tol``."""
+    n = factor.factor.shape[0]
     read = n if row_order is None or loss_tol is None else min(n, LOO_ROWS)
     rows = None if read == n else np.sort(row_order[:read])
     losses = loo.losses(rows)[0]
@@ -835,6 +866,14 @@ def logistic_certificate(
         if read == n:
             losses, rows = losses[np.argsort(rows)], None
         certificate = _certificate_of(factor, loo.ranks, losses, floor, rows)
+    return certificate
+
+
+def _with_fit(certificate, loo, fit, multinomial):
+    """``certificate`` with the pass's degrees of freedom and the logistic
+    ``fit``, whose Hessian is the pass's factor for two classes where it
+    fits the solver's default budget (the leave-one-out pass factors it
+    anyway; a fit from this one preconditions its Newton steps with it)."""
     # The d.o.f. of the weighted ridge: the curvatures are what the logistic
     # loss resolves its directions by (at most 1/4 of the kernel's scale).
     certificate.dof = loo.dof
@@ -843,7 +882,8 @@ def logistic_certificate(
     # budget of the solver's own (a9a at 3,854 columns: one Newton step of
     # 3 CG products instead of forming an n r^2 Hessian).  With more classes
     # the pass's shared weights make no multinomial Hessian.
-    keep_hessian = not multinomial and 8 * G.shape[1] ** 2 <= DEFAULT_MAX_HESSIAN_BYTES
+    columns = loo.G.shape[1]
+    keep_hessian = not multinomial and 8 * columns**2 <= DEFAULT_MAX_HESSIAN_BYTES
     certificate.fit = fit._replace(hessian=loo.hessian() if keep_hessian else None)
     return certificate
 
