@@ -149,10 +149,8 @@ def select_landmarks(
         kernel ridge from ``K`` itself when every row is a landmark.  Then
         a certified rank whose next round would be every row stops there,
         and its landmarks are all the rows with no factor (which would cost
-        several times that fit to grow); with ``max_components=None`` and
-        ``K`` within :data:`EXACT_BUDGET_BYTES`, the rank is capped at ``n``
-        instead of :data:`DEFAULT_MAX_COMPONENTS`: past half of the rows,
-        exact.
+        several times that fit to grow), and the cap may be ``n``
+        (:func:`_rank_cap`).
     loss_tol : float, default=0.01
         Relative excess loss the certified rank allows.
     max_components : int, default=None
