@@ -10,6 +10,7 @@ automatic rank.
 
 import math
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -238,205 +239,370 @@ def _capped(schedule, max_rank):
     return capped
 
 
-def _certified_estimate(
-    access,
-    alpha,
-    loss_tol,
-    random_state,
-    rule,
-    response,
-    center,
-    max_rank,
-    penalties=None,
-    objective="squared",
-    every_row_exact=False,
-    progress=SILENT,
-    first=None,
-):
-    """Rounds of ``rule`` until the :class:`LossCertificate` of the factor
-    certifies a rank, or ``max_rank`` pivots (one line per round to
-    ``progress``, a :class:`~sklearn_dof._progress.Progress`).
+class RankRequest(NamedTuple):
+    """What the rounds of :func:`_certified_estimate` certify a rank for.
 
-    ``objective``: ``"squared"`` for ridge regression on the targets
-    ``response``, ``"logistic"`` for logistic regression on the class
-    indices ``response`` (two classes) or their indicator matrix (more)
+    Attributes
+    ----------
+    alpha : float
+        The penalty, on the scale of the rows read (``alpha = n lambda``).
+    loss_tol : float
+        The relative excess loss a certified rank allows.
+    random_state : int, RandomState instance or None
+        The seed of the rule (and of the log-loss's row order).
+    rule : SamplingRule
+        The rule whose columns the rounds grow.
+    response : ndarray
+        The targets of the squared loss, or the class indices (two classes)
+        or their indicator matrix (more) of the log-loss.
+    center : bool
+        Whether the model fits an intercept.
+    max_rank : int
+        The cap of the rounds' pivots.
+    penalties : ndarray or None, default=None
+        A grid, for cross-validation: each round certifies the rank for the
+        grid's penalty of smallest leave-one-out error
+        (:func:`_chosen_penalty`).
+    objective : {"squared", "logistic"}, default="squared"
+        The loss, a key of :data:`OBJECTIVES`.
+    every_row_exact : bool, default=False
+        The caller fits exact kernel ridge from ``K`` itself when every row
+        is a landmark (squared loss): a round that would reach every row is
+        not grown.
+    progress : Progress, default=SILENT
+        Where each round reports one line
+        (:class:`~sklearn_dof._progress.Progress`).
+    first : int or None, default=None
+        The pivots of the first round (None: :func:`_first_round`).
+    """
+
+    alpha: float
+    loss_tol: float
+    random_state: object
+    rule: object
+    response: np.ndarray
+    center: bool
+    max_rank: int
+    penalties: np.ndarray | None = None
+    objective: str = "squared"
+    every_row_exact: bool = False
+    progress: object = SILENT
+    first: int | None = None
+
+
+class Objective:
+    """The loss a certified rank is for (base class): what the certified
+    rounds do differently for it.
+
+    Attributes
+    ----------
+    name : str
+        The ``objective`` that selects it, its key in :data:`OBJECTIVES`.
+    cap_after_next : bool
+        A round whose successor would reach the cap grows to the cap at
+        once (see :func:`_next_rank`).
+    exact_solve : bool
+        The caller may fit the exact kernel method from ``K`` itself, so
+        that a round that would reach every row need not be grown
+        (:attr:`RankRequest.every_row_exact`).
+    subsamples : bool
+        The rounds first read uniform subsamples of the rows
+        (:func:`~sklearn_dof._landmarks.certificate_ladder`) rather than
+        every row the factor's budget allows.
+    keeps_grown_rank : bool
+        The model keeps every column grown, not only the rank certified.
+    """
+
+    name = None
+    cap_after_next = False
+    exact_solve = False
+    subsamples = False
+    keeps_grown_rank = False
+
+    @property
+    def span(self):
+        """The rank grown over the rank certified before the rounds stop,
+        ``2 ** _PLATEAU_DOUBLINGS[name]``."""
+        return 2 ** _PLATEAU_DOUBLINGS[self.name]
+
+    def row_order(self, n_samples, random_state):
+        """The order in which the certificates read the rows' leave-one-out
+        losses (None: the certificate reads them all)."""
+        return None
+
+    def unresolved(self, chol, alpha):
+        """Whether the factor ``chol`` is known, without a certificate, not
+        to be resolved down to ``alpha``
+        (:attr:`~sklearn_dof._certificate.LossCertificate.resolved`)."""
+        return False
+
+    def certificate(self, chol, alpha, request, previous, row_order):
+        """The :class:`~sklearn_dof._certificate.LossCertificate` of a round
+        (``previous``: the round before's, or None)."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class SquaredLoss(Objective):
+    """Ridge regression on the targets
+    (:func:`~sklearn_dof._certificate.loss_certificate`)."""
+
+    name = "squared"
+    exact_solve = True
+    subsamples = True
+
+    def unresolved(self, chol, alpha):
+        # The factor's Gram matrix tells in O(r^3): its d_eff at the penalty
+        # above half of its columns (LossCertificate.resolved's test).
+        return factor_d_eff(chol, alpha) > 0.5 * chol.rank
+
+    def certificate(self, chol, alpha, request, previous, row_order):
+        return loss_certificate(chol, request.response, alpha, request.center)
+
+
+class LogLoss(Objective):
+    """Logistic regression on the class indices (two classes) or their
+    indicator matrix (more)
     (:func:`~sklearn_dof._certificate.logistic_certificate`).
 
-    The rank doubles from 32 (or ``first``) and the rounds stop once the
-    certified rank is at most half the rank grown (a quarter for the
-    log-loss, :data:`_PLATEAU_DOUBLINGS`): a whole doubling then
-    left the estimated test error within ``loss_tol``, which a plateau of
-    the error between two rounds alone does not show, and the factor's
-    ``L`` is resolved down to the penalty
-    (:attr:`LossCertificate.resolved`): before, a plateau is no evidence
-    either.  So a round whose factor is not resolved computes no certificate
-    (with squared loss, where the factor's Gram matrix tells in ``O(r^3)``,
-    :func:`~sklearn_dof._certificate.factor_d_eff`) unless the round after
-    next would pass half of ``n``: there the certificate decides between
-    the next round and the exact fit.  After a round that certifies a rank
-    ``q`` short of that plateau, the next grows to ``2 q`` only (``4 q`` for
-    the log-loss), not to twice the rank grown.  A round that would pass half of
-    ``n`` goes to ``max_rank`` at once: there the fit with every row as a
-    landmark, exact kernel ridge when ``max_rank = n``, costs about as much
-    as the rounds it replaces.  When that round's factor is complete (the
-    exact kernel method), it gets
-    :meth:`~sklearn_dof._certificate.LossCertificate.exact_method`: the
-    leave-one-out errors of ``n`` columns (and their score bounds) would
-    cost several times the exact fit; the estimate's bounds come from the
-    round before.  With ``every_row_exact`` (squared loss; the caller fits
-    exact kernel ridge from ``K`` itself) that round is not even grown:
-    the certificate is ``exact_method(n, n)``, on the round before's factor.
+    Its degrees of freedom are weighted by the curvatures of Newton's fit,
+    which its certificate makes: every round makes one.  Its leave-one-out
+    curve falls slowly for thousands of columns, so a rank certified on a
+    subsample of the rows falls short of the one every row certifies: the
+    rounds read every row the budget allows.  They grow two doublings past
+    the rank they certify, or to the cap, and the last fit, at the rank
+    grown, is paid: the model keeps every column, past the rank within
+    ``loss_tol`` and on the plateau of the loss.
+    """
 
-    With ``penalties`` (a grid, for cross-validation), each round first
-    picks the penalty of the grid with the smallest leave-one-out error on
-    the factor's first columns, at most 1024
-    (:func:`~sklearn_dof._certificate.penalty_errors`), and certifies the
-    rank for that one: the rank follows the penalty the search selects,
-    not the smallest of its grid.
+    name = "logistic"
+    cap_after_next = True
+    keeps_grown_rank = True
+
+    def row_order(self, n_samples, random_state):
+        # Uniformly random: the reverse of a permutation drawn as the
+        # uniform rule draws its landmarks', so that with an int seed its
+        # first rows are the ones that rule pivots last (no landmark).
+        return check_random_state(random_state).permutation(n_samples)[::-1]
+
+    def certificate(self, chol, alpha, request, previous, row_order):
+        # Warm from the last round's fit: fewer Newton steps, the same
+        # certificate.
+        return logistic_certificate(
+            chol,
+            request.response,
+            alpha,
+            request.center,
+            start=None if previous is None else previous.fit,
+            loss_tol=request.loss_tol,
+            row_order=row_order,
+            uniform=request.rule.uniform_sample,
+        )
+
+
+#: The losses a certified rank is for, by ``objective``.
+OBJECTIVES = {objective.name: objective for objective in (SquaredLoss(), LogLoss())}
+
+
+def _certified_estimate(access, request):
+    """Rounds of ``request.rule`` until the :class:`LossCertificate` of the
+    factor certifies a rank (:func:`_round_certificate`), or
+    ``request.max_rank`` pivots, for a :class:`RankRequest`; one line per
+    round to ``request.progress``.
+
+    The rank grows from 32 (or ``request.first``) as :func:`_next_rank`
+    says.  A factor not resolved down to the penalty far from ``n`` (where
+    :meth:`Objective.unresolved` tells without a certificate) makes no
+    certificate.  A round that would pass half of ``n`` is the cap's; when
+    its factor is complete (the exact kernel method), it gets
+    :meth:`LossCertificate.exact_method`: the leave-one-out errors of ``n``
+    columns (and their score bounds) would cost several times the exact
+    fit; the estimate's bounds come from the round before.  With
+    ``every_row_exact`` that round is not even grown: the certificate is
+    ``exact_method(n, n)``, on the round before's factor.
 
     Each round costs the factor's growth, its Gram matrix ``G^T G`` and,
     when it makes a certificate, ``G^T y`` and its leave-one-out pass
-    (``O(n r^2)``) and ``O(r^3)``; the score
-    lower bounds behind ``d_max`` are computed once, at the end.  Returns
-    the estimate (at the penalty certified), the factor, its
-    :class:`~sklearn_dof._samplers.Growth`, the last round's certificate
-    and the penalty certified.
+    (``O(n r^2)``) and ``O(r^3)``; the score lower bounds behind ``d_max``
+    are computed once, at the end.  Returns the estimate (at the penalty
+    certified), the factor, its :class:`~sklearn_dof._samplers.Growth`, the
+    last round's certificate and the penalty certified.
     """
-    n = access.n_samples
-    max_rank = min(max_rank, n)
+    n, objective = access.n_samples, OBJECTIVES[request.objective]
+    max_rank, progress = min(request.max_rank, n), request.progress
     chol = partial_cholesky_of(access)
-    grow = rule.growth(chol, n, random_state, alpha)
+    grow = request.rule.growth(chol, n, request.random_state, request.alpha)
     chol.reserve(max_rank)  # address space: only written columns count
-    row_order = None
-    if objective == "logistic":
-        # The order in which the certificates read the rows' leave-one-out
-        # losses, uniformly random: the reverse of a permutation drawn as
-        # the uniform rule draws its landmarks', so that with an int seed
-        # its first rows are the ones that rule pivots last (no landmark).
-        row_order = check_random_state(random_state).permutation(n)[::-1]
-    p = _first_round(max_rank, n) if first is None else min(first, max_rank)
-    chosen_on = 0  # the columns the penalty was chosen on
-    span = 2 ** _PLATEAU_DOUBLINGS[objective]
-    dof = None
-    certificate = None
+    row_order = objective.row_order(n, request.random_state)
+    p = _first_round(max_rank, n) if request.first is None else request.first
+    p = min(p, max_rank)
+    alpha, chosen_on = request.alpha, 0  # chosen on as many columns
+    dof = certificate = None
     rounds = 0
     while True:
-        before, columns_before = len(chol.pivots), chol.rank
+        before = (len(chol.pivots), chol.rank)
         grow(p)
         rounds += 1
-        if penalties is not None and min(chol.rank, _PENALTY_RANK) > chosen_on:
-            # Once the factor has _PENALTY_RANK columns their leave-one-out
-            # errors no longer change: the choice stands.
-            errors = penalty_errors(chol, response, penalties, center)
-            alpha = float(penalties[int(np.argmin(errors))])
-            chosen_on = min(chol.rank, _PENALTY_RANK)
+        alpha, chosen_on = _chosen_penalty(chol, request, alpha, chosen_on)
         if dof is not None and chol.complete:
-            # The round to every row: the exact kernel method, no loss to
-            # estimate.  Its certificate and score bounds would cost two
-            # more n x n x n products, several times the exact fit itself.
+            # The round to every row: no loss to estimate.  Its certificate
+            # and score bounds would cost several times the exact fit.
             certificate = LossCertificate.exact_method(chol.rank, n)
             progress(
                 f"round {rounds}: {chol.rank} columns, every row: the exact kernel"
             )
             break
-        last = p >= max_rank or len(chol.pivots) == before
-        if (
-            objective == "squared"
-            and not last
-            and not chol.complete
-            and 4 * p <= _EXACT_FRACTION * n
-            and factor_d_eff(chol, alpha) > 0.5 * chol.rank
-        ):
-            # A factor not resolved down to the penalty (why a plateau of it
-            # is no evidence: LossCertificate.resolved), far from n: no
-            # certificate, and the rank doubles, as the doubling estimate's
-            # does below 2 d_eff columns (_converged).  Where the round after
-            # next would pass half of n, the certificate decides between the
-            # next round and the exact fit (below).  (The logistic loss's
-            # d.o.f. are weighted by the curvatures of Newton's fit, which
-            # its certificate makes.)
-            certificate, certified, unresolved = None, None, True
-            progress(
-                f"round {rounds}: {chol.rank} columns, not resolved down to "
-                f"the penalty {alpha:.3g}: no certificate yet"
+        last = p >= max_rank or len(chol.pivots) == before[0]
+        far = not last and not chol.complete and 4 * p <= _EXACT_FRACTION * n
+        if far and objective.unresolved(chol, alpha):
+            # A plateau of this factor is no evidence: the rank doubles, as
+            # the doubling estimate's does below 2 d_eff columns (_converged),
+            # but near n, where a certificate decides on the exact fit.
+            certificate, certified, unresolved, plateau = None, None, True, False
+        else:
+            certificate, certified, plateau = _round_certificate(
+                chol, alpha, request, certificate, row_order
             )
-        else:
-            if objective == "logistic":
-                # Warm from the last round's fit: three Newton steps a round
-                # instead of seven on a9a (the same certificate).
-                start = None if certificate is None else certificate.fit
-                certificate = logistic_certificate(
-                    chol,
-                    response,
-                    alpha,
-                    center,
-                    start=start,
-                    loss_tol=loss_tol,
-                    row_order=row_order,
-                    uniform=rule.uniform_sample,
-                )
-            else:
-                certificate = loss_certificate(chol, response, alpha, center)
-            certified = certificate.certified_rank(loss_tol)
             unresolved = not certificate.resolved
-            plateau = certified is not None and span * certified <= certificate.rank
-            if unresolved and plateau:
-                certified, plateau = None, False
-            progress(_round_line(rounds, chol.rank, certificate, certified, alpha, n))
-            if certificate.complete or plateau:
-                break
-            if last:
-                break  # the cap, or no more rank for the rule to add
-        # A rank q certified short of its plateau: the next round grows to
-        # the least rank that can show it (squared loss: 600 certified at
-        # 1,024 columns, 1,200 next, not 2,048), in pivots at the rate this
-        # round's pivots added columns (a pivot whose residual vanished adds
-        # none); none certified, or no column added by this round's pivots:
-        # twice the pivots.  (Near the kernel's numerical rank most pivots
-        # add no column: growing pivot by pivot towards that least rank took
-        # 1,358 rounds, each with its certificate, 43 s on 3,000 rows of a
-        # two-dimensional Gaussian kernel.)
-        added = chol.rank - columns_before
-        if certified is not None and added > 0:
-            lacking = max(span * certified - chol.rank, 1)
-            pivots = len(chol.pivots)
-            target = pivots + math.ceil(lacking * (pivots - before) / added)
-        else:
-            target = 2 * p
-        if 2 * target > _EXACT_FRACTION * n and unresolved and certified is None:
-            # The spectrum of L not resolved down to the penalty: the rank
-            # will double again before a doubling can be certified, so the
-            # round after next passes half of n, and the fit to the cap
-            # costs less than those two rounds.
-            target = max_rank
-        if objective == "logistic" and 2 * target >= max_rank:
-            # Nothing certified at r: the tail's geometric model asks for at
-            # least 2 r columns (requested_rank), which a round of 2 r cannot
-            # certify (a certified rank needs two doublings above it).  A
-            # rank q certified short of its plateau: the round of 4 q shows
-            # it or not, and then the cap follows.  Where the round after
-            # that would be the cap, the cap at once: it costs less than the
-            # two rounds, and its certificate still reads every prefix rank
-            # (a9a: nothing certified at 1,566, 3,069 and 3,854 columns;
-            # rounds 48 -> 41 s).  That round is the cap also where it is
-            # exactly twice the target, as with the default cap of 4,096
-            # and rounds doubling from 32 (pendigits: nothing certified at
-            # 1,024, then a round of 2,048 before the cap's).
-            target = max_rank
-        p = max_rank if target > _EXACT_FRACTION * n else min(target, max_rank)
+        progress(_round_line(rounds, chol.rank, certificate, certified, alpha, n))
+        if certificate is not None and (certificate.complete or plateau or last):
+            break  # certified, exact, the cap, or no rank left to add
+        grown = _Round(p, *before, len(chol.pivots), chol.rank, certified, unresolved)
+        p = _next_rank(grown, n, max_rank, objective)
         if p >= n:
             # The scores' bounds from this factor, of at most n / 2 columns
             # (lower bounds still: L grows with its columns).
-            dof = _certified_dof(chol, alpha, n, rule, certificate, access)
-            if every_row_exact and objective == "squared":
+            dof = _certified_dof(chol, alpha, n, request.rule, certificate, access)
+            if request.every_row_exact and objective.exact_solve:
                 certificate = LossCertificate.exact_method(n, n)
                 progress(
                     f"the next round would reach every row: exact kernel ridge "
                     f"on all {n} rows"
                 )
                 break
+    dof = _final_dof(dof, chol, alpha, request.rule, certificate, access)
+    return dof, chol, grow, certificate, alpha
+
+
+def _chosen_penalty(chol, request, alpha, chosen_on):
+    """The penalty a round certifies its rank for, and the columns it was
+    chosen on (``alpha`` on ``chosen_on`` so far).
+
+    With ``request.penalties`` (a grid, for cross-validation), the grid's
+    penalty of smallest leave-one-out error on the factor's first columns,
+    at most :data:`~sklearn_dof._certificate._PENALTY_RANK`
+    (:func:`~sklearn_dof._certificate.penalty_errors`): the rank follows
+    the penalty the search selects, not the smallest of its grid.  Once the
+    factor has that many columns their leave-one-out errors no longer
+    change: the choice stands.
+    """
+    penalties = request.penalties
+    if penalties is None or min(chol.rank, _PENALTY_RANK) <= chosen_on:
+        return alpha, chosen_on
+    errors = penalty_errors(chol, request.response, penalties, request.center)
+    return float(penalties[int(np.argmin(errors))]), min(chol.rank, _PENALTY_RANK)
+
+
+def _round_certificate(chol, alpha, request, previous, row_order):
+    """The certificate of a round's factor ``chol``, the rank it certifies
+    and whether the rounds stop there, on its plateau.
+
+    The rounds stop once the certified rank is at most ``1 / span`` of the
+    rank grown (:attr:`Objective.span`: a half, a quarter for the
+    log-loss): a whole doubling then left the estimated test error within
+    ``loss_tol``, which a plateau of the error between two rounds alone
+    does not show, and the factor's ``L`` is resolved down to the penalty
+    (:attr:`LossCertificate.resolved`): before, a plateau is no evidence
+    either, and no rank is certified.
+    """
+    objective = OBJECTIVES[request.objective]
+    certificate = objective.certificate(chol, alpha, request, previous, row_order)
+    certified = certificate.certified_rank(request.loss_tol)
+    plateau = certified is not None and objective.span * certified <= certificate.rank
+    if plateau and not certificate.resolved:
+        return certificate, None, False
+    return certificate, certified, plateau
+
+
+class _Round(NamedTuple):
+    """What :func:`_next_rank` reads of the round just grown.
+
+    Attributes
+    ----------
+    requested : int
+        The pivots the round was asked for.
+    pivots_before, columns_before : int
+        The factor's pivots and columns before the round.
+    pivots, columns : int
+        Its pivots and columns after the round (a pivot whose residual
+        vanished adds no column).
+    certified : int or None
+        The rank the round certified.
+    unresolved : bool
+        The round's factor is not resolved down to the penalty (or made no
+        certificate to tell).
+    """
+
+    requested: int
+    pivots_before: int
+    columns_before: int
+    pivots: int
+    columns: int
+    certified: int | None
+    unresolved: bool
+
+
+def _next_rank(grown, n_samples, max_rank, objective):
+    """The pivots of the round after ``grown`` (a :class:`_Round`), at most
+    ``max_rank``.
+
+    A rank ``q`` certified short of its plateau: the least rank that can
+    show it, ``span * q`` columns (:attr:`Objective.span`), not twice the
+    rank grown, in pivots at the rate the round's pivots added columns
+    (near the kernel's numerical rank most pivots add none, and a round a
+    few pivots at a time would cost a certificate each); none certified,
+    or no column added by the round: twice the pivots requested.
+
+    A factor not resolved down to the penalty that certified nothing will
+    double again before a doubling can be certified: where the round after
+    next passes half of the ``n_samples`` rows, the cap at once, which costs
+    less than those two rounds.  With :attr:`Objective.cap_after_next` (the
+    log-loss), where the round after the next would reach the cap, the cap
+    at once: nothing certified at ``r``, the tail's geometric model asks for
+    at least ``2 r`` columns
+    (:meth:`~sklearn_dof._certificate.LossCertificate.requested_rank`),
+    which a round of ``2 r`` cannot certify, since a certified rank needs
+    two doublings above it, and a rank certified short of its plateau is
+    shown, or not, by the next round, which the cap then follows; the cap's
+    certificate still reads every prefix rank.
+
+    A round past half of the rows goes to the cap: there the fit with
+    every row as a landmark, exact kernel ridge when ``max_rank = n``,
+    costs about as much as the rounds it replaces.
+    """
+    added = grown.columns - grown.columns_before
+    if grown.certified is not None and added > 0:
+        lacking = max(objective.span * grown.certified - grown.columns, 1)
+        pivots = grown.pivots
+        target = pivots + math.ceil(lacking * (pivots - grown.pivots_before) / added)
+    else:
+        target = 2 * grown.requested
+    half = _EXACT_FRACTION * n_samples
+    if 2 * target > half and grown.unresolved and grown.certified is None:
+        target = max_rank
+    if objective.cap_after_next and 2 * target >= max_rank:
+        target = max_rank
+    return max_rank if target > half else min(target, max_rank)
+
+
+def _final_dof(dof, chol, alpha, rule, certificate, access):
+    """The estimate the certified rounds return: that of ``dof`` (the
+    round before an exact ``certificate``'s) or of the last factor
+    (:func:`_certified_dof`), with its ``d_ave``."""
     if not certificate.exact:
-        dof = _certified_dof(chol, alpha, n, rule, certificate, access)
+        dof = _certified_dof(chol, alpha, access.n_samples, rule, certificate, access)
     if not isinstance(dof, _LandmarkDoF):
         # d_ave from the spectrum of the first landmarks' Gram matrix (numpy's
         # LAPACK, see loo_curve): the top of the spectrum, which d_ave sums,
@@ -445,11 +611,17 @@ def _certified_estimate(
         gram = np.asarray(chol.gram())[:head, :head]
         spectrum = np.linalg.eigvalsh(gram) if head else np.zeros(0)
         dof.d_ave = float((_linalg.shrinkage(spectrum, alpha) ** 2).sum())
-    return dof, chol, grow, certificate, alpha
+    return dof
 
 
 def _round_line(rounds, columns, certificate, certified, alpha, n):
-    """The progress line of a certified round (of ``n`` rows)."""
+    """The progress line of a certified round (of ``n`` rows), or of one
+    that made no ``certificate`` (None)."""
+    if certificate is None:
+        return (
+            f"round {rounds}: {columns} columns, not resolved down to "
+            f"the penalty {alpha:.3g}: no certificate yet"
+        )
     loss = float(certificate.loss(certificate.rank))
     line = (
         f"round {rounds}: {columns} columns at penalty {alpha:.3g}, "

@@ -13,7 +13,13 @@ from sklearn.metrics.pairwise import pairwise_kernels
 
 from . import _dask
 from ._certificate import NOISE_SHARE
-from ._estimate import _EXACT_FRACTION, _certified_estimate, _estimate_from_access
+from ._estimate import (
+    _EXACT_FRACTION,
+    OBJECTIVES,
+    RankRequest,
+    _certified_estimate,
+    _estimate_from_access,
+)
 from ._landmark_block import PLAIN_FIT
 from ._progress import SILENT
 from ._rank import dof_rank
@@ -143,10 +149,8 @@ def select_landmarks(
         kernel ridge from ``K`` itself when every row is a landmark.  Then
         a certified rank whose next round would be every row stops there,
         and its landmarks are all the rows with no factor (which would cost
-        several times that fit to grow); with ``max_components=None`` and
-        ``K`` within :data:`EXACT_BUDGET_BYTES`, the rank is capped at ``n``
-        instead of :data:`DEFAULT_MAX_COMPONENTS`: past half of the rows,
-        exact.
+        several times that fit to grow), and the cap may be ``n``
+        (:func:`_rank_cap`).
     loss_tol : float, default=0.01
         Relative excess loss the certified rank allows.
     max_components : int, default=None
@@ -401,24 +405,61 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     would pass :data:`FACTOR_BUDGET_BYTES`, the subsample that fits it.  On
     a subsample the landmarks are subsample rows.
     """
-    access, rule, random_state = source.access, source.rule, source.random_state
+    rounds = _ladder_rounds(source, alpha, request, loss_tol, max_rank, progress)
+    n_samples = source.access.n_samples
+    if rounds.certificate.exact and rounds.certificate.rank > rounds.chol.rank:
+        return _every_row(rounds, n_samples)
+    objective = OBJECTIVES[request.objective]
+    rank, requested = _chosen_rank(rounds.certificate, loss_tol, n_samples, objective)
+    return _certified_selection(source, request, rounds, rank, requested)
+
+
+class _CertifiedRounds(NamedTuple):
+    """The certified rounds that chose the rank (:func:`_ladder_rounds`).
+
+    ``dof``, ``chol``, ``grow`` and ``certificate`` as
+    :func:`~sklearn_dof._estimate._certified_estimate` returns them; ``rows``
+    the rows they read (None: all of them) and ``alpha`` the penalty
+    certified, on every row's scale (None without a grid).
+    """
+
+    dof: object
+    chol: object
+    grow: object
+    certificate: object
+    rows: np.ndarray | None
+    alpha: float | None
+
+
+def _ladder_rounds(source, alpha, request, loss_tol, max_rank, progress):
+    """The rounds of :func:`_certified_landmarks` on the rows of
+    :func:`certificate_ladder`, or, for a loss without subsamples
+    (:attr:`~sklearn_dof._estimate.Objective.subsamples`), on every row the
+    budget allows (:func:`certificate_rows`), as a :class:`_CertifiedRounds`."""
+    access, random_state = source.access, source.random_state
     n_samples = access.n_samples
-    if request.objective == "squared":
+    if OBJECTIVES[request.objective].subsamples:
         ladder = certificate_ladder(n_samples, max_rank, random_state)
     else:
-        # The log-loss's leave-one-out curve on a9a falls slowly for
-        # thousands of columns: on 8,192 of its rows the rounds certified
-        # 1,066 columns, and all rows from there 838, 0.8% above the test
-        # log-loss of the 3,854 that all rows certify from 32 (measured in
-        # doc/design/automatic_rank.rst): all the rows the budget allows.
         ladder = [certificate_rows(n_samples, max_rank, random_state)]
+    penalties = request.penalties
+    asked = RankRequest(
+        alpha,
+        loss_tol,
+        random_state,
+        source.rule.estimate_rule(),
+        request.response,
+        request.center,
+        max_rank,
+        objective=request.objective,
+        progress=progress,
+    )
     first, attempt = None, 0
     while True:
         rows = ladder[attempt]
         last = attempt == len(ladder) - 1
         cap = max_rank if last else min(max_rank, rows.shape[0] // _ROWS_PER_COLUMN)
         subset, scale, response = access, 1.0, request.response
-        penalties = request.penalties
         if rows is None and attempt:
             progress(f"the rank is certified on all {n_samples} rows")
         if rows is not None:
@@ -428,18 +469,14 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
             response = response[rows]
         dof, chol, grow, certificate, chosen = _certified_estimate(
             subset,
-            alpha * scale,
-            loss_tol,
-            random_state,
-            rule.estimate_rule(),
-            response,
-            request.center,
-            cap,
-            None if penalties is None else np.asarray(penalties) * scale,
-            request.objective,
-            request.exact_solve and rows is None,
-            progress,
-            first=first,
+            asked._replace(
+                alpha=alpha * scale,
+                response=response,
+                max_rank=cap,
+                penalties=None if penalties is None else np.asarray(penalties) * scale,
+                every_row_exact=request.exact_solve and rows is None,
+                first=first,
+            ),
         )
         needed, reason = _rows_needed(
             certificate, loss_tol, subset.n_samples, cap < max_rank
@@ -452,55 +489,62 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
         attempt += 1
         while attempt < len(ladder) - 1 and ladder[attempt].shape[0] < needed:
             attempt += 1
-    alpha = chosen
-    certified_alpha = None if penalties is None else alpha / scale
-    if certificate.exact and certificate.rank > chol.rank:
-        # Stopped before the round to every row (exact_solve): all the
-        # rows, in the order the rule would have pivoted them where it is
-        # fixed in advance (the landmarks of the complete factor), else its
-        # pivots first.
-        order = grow.order
-        if order is None or len(order) < n_samples:
-            pivots = np.asarray(chol.pivots, dtype=np.intp)
-            rest = np.setdiff1d(np.arange(n_samples), pivots, assume_unique=True)
-            order = np.concatenate([pivots, rest])
-        landmarks = np.asarray(order[:n_samples], dtype=np.intp).copy()
-        return _selected(
-            landmarks, estimate=estimate_of(dof), loss=0.0, alpha=certified_alpha
-        )
+    certified_alpha = None if penalties is None else chosen / scale
+    return _CertifiedRounds(dof, chol, grow, certificate, rows, certified_alpha)
+
+
+def _every_row(rounds, n_samples):
+    """The selection of rounds stopped before the round to every row
+    (``exact_solve``): all the rows, in the order the rule would have
+    pivoted them where it is fixed in advance (the landmarks of the complete
+    factor), else its pivots first."""
+    order = rounds.grow.order
+    if order is None or len(order) < n_samples:
+        pivots = np.asarray(rounds.chol.pivots, dtype=np.intp)
+        rest = np.setdiff1d(np.arange(n_samples), pivots, assume_unique=True)
+        order = np.concatenate([pivots, rest])
+    landmarks = np.asarray(order[:n_samples], dtype=np.intp).copy()
+    return _selected(
+        landmarks, estimate=estimate_of(rounds.dof), loss=0.0, alpha=rounds.alpha
+    )
+
+
+def _chosen_rank(certificate, loss_tol, n_samples, objective):
+    """The rank the last round's ``certificate`` gives the landmarks, and
+    the rank it asks for where it certified none (else None)."""
     rank = certificate.certified_rank(loss_tol)
     if rank is not None and not certificate.resolved:
         # The cap's round on an unresolved factor: no rank below it is
-        # vouched for (see _estimate._certified_estimate).
+        # vouched for (see _estimate._round_certificate).
         rank = certificate.rank
-    requested = None
     if rank is not None and certificate.complete and rank > _EXACT_FRACTION * n_samples:
         # Near n, exact: the rows that remain cost little more.
         rank = certificate.rank
-    if rank is not None and request.objective == "logistic":
-        # The log-loss's rounds grow two doublings past the rank they
-        # certify (_estimate._PLATEAU_DOUBLINGS), or to the cap, and their
-        # last fit, at the rank grown, is paid: the model keeps every column.
-        # At the certified rank it would be within loss_tol but short of the
-        # plateau that scikit-learn's pipelines reach in less time than the
-        # rounds took (pendigits: 1,152 columns certified at 1%, test
-        # log-loss 0.6% above that of the 4,096 grown, 29.6 s, where
-        # Nystroem(2000) is within 0.1% in 7 s; doc/design/logistic.rst).
+    if rank is not None and objective.keeps_grown_rank:
+        # Its rounds' last fit, at the rank grown, is paid for, and their
+        # plateau lies past the rank certified: the model keeps every column.
         rank = certificate.rank
     if rank is None:
-        rank = certificate.rank
-        requested = certificate.requested_rank(loss_tol, n_samples)
+        return certificate.rank, certificate.requested_rank(loss_tol, n_samples)
+    return rank, None
+
+
+def _certified_selection(source, request, rounds, rank, requested):
+    """The :class:`LandmarkSelection` of the certified ``rank`` of
+    ``rounds`` (a :class:`_CertifiedRounds`)."""
+    chol, certificate, rows = rounds.chol, rounds.certificate, rounds.rows
     columns = np.asarray(chol.column_pivots[:rank], dtype=np.intp)
-    selector = hasattr(rule, "select")
+    selector = hasattr(source.rule, "select")
     # The estimate of an int fit on exactly the landmarks (the uniform
     # pivots of a log-loss's rounds, which keep them all): the fitted
     # transformer computes it on the first read of dof_, not the fit.
-    deferred = not selector and np.array_equal(columns, getattr(dof, "landmarks", None))
+    landmark_dof = getattr(rounds.dof, "landmarks", None)
+    deferred = not selector and np.array_equal(columns, landmark_dof)
     fields = {
-        "estimate": LANDMARK_DOF if deferred else estimate_of(dof),
+        "estimate": LANDMARK_DOF if deferred else estimate_of(rounds.dof),
         "loss": float(certificate.loss(rank)),
         "requested": requested,
-        "alpha": certified_alpha,
+        "alpha": rounds.alpha,
     }
     if selector:
         return _selected(source.select(max(rank, 1)), **fields)
@@ -512,10 +556,11 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
         fit = certificate.fit
         fields["start"] = fit._replace(coef=fit.coef[:, :rank].copy())
     if rows is not None:
+        n_samples = source.access.n_samples
         if _extends(request, source, n_samples, columns):
             # The caller keeps its n x p features: the subsample's rows of
             # them are the factor's, the other rows one kernel block each.
-            chol = extended_factor(chol, rows, columns, access)
+            chol = extended_factor(chol, rows, columns, source.access)
             return _selected(rows[columns], factor=chol, **fields)
         return _selected(rows[columns], **fields)
     return _selected(columns, factor=chol, **fields)

@@ -424,9 +424,9 @@ def _recording(function, lines):
     """``_certified_estimate``, noting the rows and first round of each
     call."""
 
-    def record(access, *args, first=None, **kwargs):
-        lines.append((access.n_samples, first))
-        return function(access, *args, first=first, **kwargs)
+    def record(access, request):
+        lines.append((access.n_samples, request.first))
+        return function(access, request)
 
     return record
 
@@ -915,8 +915,7 @@ def _rounds_grown(objective, max_rank, first):
         3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
     )
     lines = []
-    _estimate._certified_estimate(
-        KernelColumns(X, "rbf", {"gamma": 0.2}),
+    request = _estimate.RankRequest(
         1.0,
         0.01,
         0,
@@ -928,6 +927,7 @@ def _rounds_grown(objective, max_rank, first):
         progress=lines.append,
         first=first,
     )
+    _estimate._certified_estimate(KernelColumns(X, "rbf", {"gamma": 0.2}), request)
     return [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
 
 
