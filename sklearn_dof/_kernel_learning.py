@@ -345,11 +345,13 @@ def rescaled(kernel, scale):
 class KernelSearch(NamedTuple):
     """The result of :func:`search_kernel`: the learned kernel of the
     features as given, the penalty learned with it on the ``learn`` rows,
-    and which search won (``"given"``, ``"shared"`` or ``"per-feature"``)."""
+    which search won (``"given"``, ``"shared"`` or ``"per-feature"``), and
+    whether that penalty stopped at the lower end of its range."""
 
     kernel: object
     alpha: float
     choice: str
+    at_floor: bool = False
 
 
 #: The per-row penalties ``lambda`` within which the default search learns
@@ -418,8 +420,10 @@ def search_kernel(
     if kernel is not None:
         criterion = LeaveOneOutCriterion(X[split.learn], y[split.learn], w[split.learn])
         learned = learn_kernel(criterion, kernel, alpha, bounds, **options)
-        return KernelSearch(learned.kernel, learned.alpha, "given")
-    return _default_search(X, y, w, split, alpha, bounds, options)
+        found = KernelSearch(learned.kernel, learned.alpha, "given")
+    else:
+        found = _default_search(X, y, w, split, alpha, bounds, options)
+    return found._replace(at_floor=bool(found.alpha <= bounds[0] * (1 + 1e-9)))
 
 
 def _default_search(X, y, w, split, alpha, bounds, options):

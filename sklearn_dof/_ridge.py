@@ -580,7 +580,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         the penalty ``alpha`` learned with it on ``m`` rows to ``sqrt(10)``
         times ``alpha n / m`` (a Gaussian process keeps ``alpha``, a ratio
         of noise to the kernel's variance, as rows are added; the paper's
-        rates keep ``lambda``).  None at a given kernel: ``n_samples *
+        rates keep ``lambda``), joined by the default grid below where the
+        learned penalty stopped at the end of its range.  None at a given
+        kernel: ``n_samples *
         lambda`` for ``lambda`` in ``1e-6, 10^-5.5, ..., 1``
         (:data:`DEFAULT_LAMBDAS`, half decades), the paper's scale, which
         means the same whatever the number of rows.  With
@@ -1068,6 +1070,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # kernel_subsample, not the rows drawn: weights and repeated
             # rows draw different numbers and must give the same grid.
             alphas = learned_penalties(search.alpha, self.kernel_subsample, n_rows)
+            if search.at_floor:
+                # A penalty stopped at the end of its range was not
+                # identified by the subsample (few rows): the default grid
+                # joins, so that every row's leave-one-out can leave it.
+                alphas = np.union1d(alphas, n_rows * DEFAULT_LAMBDAS)
         return search.kernel, alphas
 
     def _search_by_loo(self, problem, alphas, y):

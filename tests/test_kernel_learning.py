@@ -208,3 +208,15 @@ def test_the_grid_follows_the_learned_penalty():
     np.testing.assert_allclose(given.alphas_, 600 * np.logspace(-6, 0, 13))
     alphas = [0.1, 1.0]
     assert list(DoFKernelRidgeCV(alphas=alphas).fit(X, y).alphas_) == alphas
+
+
+def test_a_penalty_at_its_floor_adds_the_default_grid():
+    # 30 learning rows: the search's penalty stops at lambda = 1e-8, far
+    # below what every row's leave-one-out prefers; the default grid joins.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(40, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.randn(40)
+    model = DoFKernelRidgeCV(random_state=0).fit(X, y)
+    assert set(40 * np.logspace(-6, 0, 13)) <= set(model.alphas_)
+    assert min(model.alphas_) < model.alpha_ < max(model.alphas_)
+    assert model.alpha_ > 40 * 1e-6
