@@ -316,7 +316,11 @@ def default_kernels(X, bounds=(1e-2, 1e3)):
     ``RBF`` and ``Matern(nu=1.5)``, started where ``gamma = 1 / n_features``
     is, with ``bounds`` relative to that start."""
     scale = X.std(axis=0)
-    scale[~(scale > 0)] = 1.0
+    # A spread at the rounding level of the values is a constant feature
+    # (a standardized constant column is rounding noise): dividing by it
+    # would give a length scale of that size, which no other row crosses.
+    rounding = np.sqrt(np.finfo(np.float64).eps) * np.abs(X).max(axis=0)
+    scale[~(scale > rounding)] = 1.0
     start = np.sqrt(X.shape[1] / 2.0)
     bounds = (bounds[0] * start, bounds[1] * start)
     return [RBF(start, bounds), Matern(start, bounds, nu=1.5)], scale
@@ -414,6 +418,12 @@ def search_kernel(
     w = np.ones(X.shape[0]) if weights is None else np.asarray(weights, float)
     mean = np.average(y[split.learn], axis=0, weights=w[split.learn])
     y = y - mean if intercept else y
+    # The criterion in units of the targets' spread: predictions are linear
+    # in y, so the minimiser is the same, but L-BFGS's tolerances are
+    # absolute and stop at once on targets of scale 1e-4.
+    squares = np.square(y[split.learn]).reshape(split.learn.size, -1).mean(axis=1)
+    spread = np.sqrt(np.average(squares, weights=w[split.learn]))
+    y = y / spread if spread > 0 else y
     options = dict(max_iter=max_iter, n_restarts=n_restarts, rng=rng, progress=progress)
     bounds = np.asarray(lambdas, dtype=float) * split.learn.shape[0]
     alpha = float(np.clip(ALPHA_START, *bounds))

@@ -16,7 +16,12 @@ from sklearn.kernel_ridge import KernelRidge
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, DoFNystroem
-from sklearn_dof._kernel_learning import LeaveOneOutCriterion, learned_penalties
+from sklearn_dof._kernel_learning import (
+    LeaveOneOutCriterion,
+    default_kernels,
+    learned_penalties,
+    search_kernel,
+)
 
 KERNELS = [
     RBF([1.0, 2.0, 0.5]),
@@ -220,3 +225,27 @@ def test_a_penalty_at_its_floor_adds_the_default_grid():
     assert set(40 * np.logspace(-6, 0, 13)) <= set(model.alphas_)
     assert min(model.alphas_) < model.alpha_ < max(model.alphas_)
     assert model.alpha_ > 40 * 1e-6
+
+
+def test_a_spread_at_rounding_level_is_a_constant_feature():
+    # A rare value standardized: constant on the rows the search sees, up
+    # to rounding; dividing by that spread gave a length scale of 1e-16.
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 3))
+    X[:, 2] = -0.0095 + 1e-18 * rng.normal(size=200)
+    _, scale = default_kernels(X)
+    assert scale[2] == 1.0
+    assert np.all(scale[:2] == X[:, :2].std(axis=0))
+
+
+def test_the_criterion_does_not_depend_on_the_targets_scale():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-2, 2, size=(150, 2))
+    y = np.sin(2 * X[:, 0]) + 0.05 * rng.normal(size=150)
+    small, large = (
+        search_kernel(None, X, scale * y, rows=100, rng=0) for scale in (1e-4, 1.0)
+    )
+    np.testing.assert_allclose(
+        small.kernel.length_scale, large.kernel.length_scale, rtol=1e-6
+    )
+    assert small.alpha == pytest.approx(large.alpha, rel=1e-6)
