@@ -359,9 +359,9 @@ class KernelSearch(NamedTuple):
 
 
 #: The per-row penalties ``lambda`` within which the default search learns
-#: ``alpha = m lambda`` on its ``m`` rows: nearly noiseless data (a
-#: simulated robot arm) want a noise variance of a thousandth of the
-#: kernel's, or ``lambda`` near ``1e-7`` on 1,000 rows.
+#: ``alpha = m lambda`` on its ``m`` rows: nearly noiseless targets want a
+#: noise variance of a thousandth of the kernel's, ``lambda`` near ``1e-7``
+#: on 1,000 rows, below the default grid's ``1e-6`` (doc/design/kernel.rst).
 SEARCH_LAMBDAS = (1e-8, 1.0)
 
 
