@@ -523,12 +523,13 @@ def fit_nystroem(nystroem, X, response, xp, device, penalties=None, center=True)
     rank = nystroem.n_components
     nystroem.loss_estimate_ = np.nan
     nystroem.requested_components_ = None
+    nystroem.alpha_ = float(nystroem.alpha)
     if isinstance(rank, str):
         host, rows, fraction = host_rank(nystroem, X, response, penalties, center)
         nystroem.loss_estimate_ = host.loss_estimate_
         nystroem.requested_components_ = host.requested_components_
         # With a grid, the penalty the host's rank is certified for.
-        nystroem.alpha = host.alpha / fraction
+        nystroem.alpha_ = host.alpha_ / fraction
         indices = rows[np.asarray(host.component_indices_)]
     else:
         if rank > n:
@@ -579,7 +580,7 @@ def fit_ridge(
     gram_II = fit_nystroem(
         nystroem, X, y2, xp, device, penalties=alphas, center=estimator.fit_intercept
     )
-    p, alpha = nystroem.n_components_, nystroem.alpha
+    p, alpha = nystroem.n_components_, nystroem.alpha_
     cg = alphas is None and _ridge_solve.uses_cg(solver, p)
     N, landmark_features = landmark_basis(
         gram_II, alpha * p / n, xp, device, with_features=cg
@@ -606,7 +607,7 @@ def fit_ridge(
             estimator.alpha_ = float(alphas[best])
             estimator.best_score_ = float(scores[best])
             alpha = estimator.alpha_
-            nystroem.alpha = alpha
+            nystroem.alpha_ = alpha
         C = solve(sums.gram, sums.rhs, alpha, xp, device)
         phi_mean, y_mean = sums.phi_mean, sums.y_mean
     else:

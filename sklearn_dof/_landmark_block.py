@@ -67,7 +67,7 @@ class FitRequest(NamedTuple):
         Whether that model fits an intercept.
     penalties : ndarray or None
         A grid whose best penalty by leave-one-out the rank is certified
-        for; it then becomes the transformer's ``alpha``.
+        for; it becomes the transformer's ``alpha_``.
     objective : {"squared", "logistic"}
         The loss the certified rank is for.
     kernel_basis : bool

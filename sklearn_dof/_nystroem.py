@@ -257,9 +257,13 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     dof_columns_ : int
         Number of kernel columns the estimate used (``n_components_`` for an
         int rank).
+    alpha_ : float
+        The penalty the rank and the degrees of freedom are for: ``alpha``,
+        or inside an estimator that searches a grid, the penalty of the grid
+        its certified rank (or its search) chose.
     loss_estimate_ : float
         With a certified ``"auto"`` rank, its estimated loss of test error
-        relative to exact kernel ridge at ``alpha`` (NaN otherwise).
+        relative to exact kernel ridge at ``alpha_`` (NaN otherwise).
     requested_components_ : int or None
         The rank the automatic rule asked for when ``max_components``
         stopped it (None when it did not).
@@ -422,11 +426,11 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self._record_rank(selection, n_samples)
         plan = plan_block(selection, self.kernel, request, n_samples)
         # (Read before the factorisation may overwrite K(I, I).)
-        check_penalty_resolution(self.alpha, np.diag(selection.gram), n_samples)
+        check_penalty_resolution(self.alpha_, np.diag(selection.gram), n_samples)
         block = factor_block(
             plan,
             selection,
-            self.alpha,
+            self.alpha_,
             n_samples,
             self.kernel,
             X.dtype,
@@ -476,10 +480,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         )
 
     def _record_rank(self, selection, n_samples):
-        """``alpha`` (a grid's certified penalty), ``loss_estimate_`` and
-        ``requested_components_``; warns where the cap stopped the rank."""
-        if selection.alpha is not None:
-            self.alpha = selection.alpha
+        """``alpha_`` (``alpha``, or a grid's certified penalty),
+        ``loss_estimate_`` and ``requested_components_``; warns where the
+        cap stopped the rank."""
+        self.alpha_ = float(self.alpha if selection.alpha is None else selection.alpha)
         self.loss_estimate_ = np.nan if selection.loss is None else selection.loss
         self.requested_components_ = selection.requested
         if selection.requested is None:
@@ -567,21 +571,21 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """
         p = indices.shape[0]
         if chol is None and eigvals is None:
-            dof = _uniform_landmark_dof(gram, self.alpha, n_samples)
+            dof = _uniform_landmark_dof(gram, self.alpha_, n_samples)
             if dof is not None:
                 return (*dof, p)
             eigvals, eigvecs, _ = _linalg.landmark_eigh(gram)
         if chol is None:
             spectrum = (n_samples / p) * eigvals
             # Rows K(I, I)^{1/2} of the features against (n / p) K(I, I).
-            scores = (eigvecs**2) @ (eigvals / (spectrum + self.alpha))
+            scores = (eigvecs**2) @ (eigvals / (spectrum + self.alpha_))
         else:
             gram = chol.gram()
             spectrum = linalg.eigvalsh(gram)
             scores = chol.quadratic_forms(
-                gram + self.alpha * np.eye(gram.shape[0]), rows=indices
+                gram + self.alpha_ * np.eye(gram.shape[0]), rows=indices
             )
-        d_max, d_eff, d_ave = _landmark_dof(scores, spectrum, self.alpha, n_samples)
+        d_max, d_eff, d_ave = _landmark_dof(scores, spectrum, self.alpha_, n_samples)
         return d_max, d_eff, d_ave, p
 
     def _points_dof(self, access, X, estimate):
@@ -602,9 +606,9 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             forms = _dask.quadratic_forms
         else:
             forms = _linalg.quadratic_forms
-        lower = forms(G, gram + self.alpha * np.eye(G.shape[1]))
-        scores = np.clip(lower + 0.5 * residual / self.alpha, lower, 1.0)
-        shrink = _linalg.shrinkage(linalg.eigvalsh(gram), self.alpha)
+        lower = forms(G, gram + self.alpha_ * np.eye(G.shape[1]))
+        scores = np.clip(lower + 0.5 * residual / self.alpha_, lower, 1.0)
+        shrink = _linalg.shrinkage(linalg.eigvalsh(gram), self.alpha_)
         d_max = X.shape[0] * float(lower.max(initial=0.0))
         return d_max, float(scores.sum()), float((shrink**2).sum()), G.shape[1]
 

@@ -1201,7 +1201,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return candidate[0] > incumbent[0]  # the first of tied maxima
 
         if reference is None:
-            top = self.nystroem_.alpha
+            top = self.nystroem_.alpha_
             best = None if n <= EXACT_GRID_ROWS else fit(top)
         else:
             best = (reference[0], reference[1], None, None)
@@ -1235,7 +1235,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         if best is None or best[2] is None:
             return False
         self.best_score_, self.alpha_, self.dual_coef_, self.intercept_ = best
-        self.nystroem_.alpha = self.alpha_
+        self.nystroem_.alpha_ = self.alpha_
         return True
 
     def _exact_probe(self, X, y, sample_weight, alphas):
