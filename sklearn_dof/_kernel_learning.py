@@ -27,11 +27,11 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import optimize
-from scipy.linalg import lapack
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Matern, Product, Sum
 
+from . import _tiles
 from ._kernel_objects import kernel_object_block, stationary_form
 
 #: The runs stop once this many L-BFGS steps have together gained less
@@ -136,10 +136,12 @@ class LeaveOneOutCriterion:
     def inverse(self, K, alpha):
         """``(K + alpha I)^{-1}``, or None where it has no Cholesky factor."""
         A = K + alpha * np.eye(K.shape[0])
-        c, info = lapack.dpotrf(A, lower=1, overwrite_a=1)
+        # By tiles above their order (a large kernel_subsample): OpenBLAS's
+        # threaded factorisation crashes the process past it.
+        c, info = _tiles.potrf(A, lower=True, overwrite_a=True)
         if info != 0:
             return None
-        G, info = lapack.dpotri(c, lower=1, overwrite_c=1)
+        G, info = _tiles.potri(c, overwrite_c=True)
         if info != 0:
             return None
         return np.tril(G) + np.tril(G, -1).T

@@ -249,3 +249,20 @@ def test_the_criterion_does_not_depend_on_the_targets_scale():
         small.kernel.length_scale, large.kernel.length_scale, rtol=1e-6
     )
     assert small.alpha == pytest.approx(large.alpha, rel=1e-6)
+
+
+def test_criterion_by_tiles_equals_one_factorisation(monkeypatch):
+    # A kernel_subsample above the tile order factors by tiles (a single
+    # OpenBLAS factorisation of that order crashes the process).
+    from sklearn_dof import _tiles
+
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(200, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=200)
+    criterion = LeaveOneOutCriterion(X, y)
+    kernel = Matern([1.0, 2.0, 0.5], nu=1.5)
+    whole = criterion(kernel, 0.1)
+    monkeypatch.setattr(_tiles, "TILE_ORDER", 64)
+    tiled = criterion(kernel, 0.1)
+    assert tiled[0] == pytest.approx(whole[0], rel=1e-10)
+    np.testing.assert_allclose(tiled[1], whole[1], rtol=1e-8)
