@@ -1,5 +1,6 @@
 """Nystroem kernel methods whose rank follows the degrees of freedom."""
 
+from ._config import config_context, get_config, set_config
 from ._dof import DegreesOfFreedom, degrees_of_freedom, leverage_score_bounds
 from ._estimate import estimate_degrees_of_freedom
 from ._logistic import DoFKernelLogisticRegression
@@ -27,13 +28,16 @@ __all__ = [
     "PenaltyResolutionWarning",
     "__version__",
     "auto_rank",
+    "config_context",
     "degrees_of_freedom",
     "dof_rank",
     "estimate_degrees_of_freedom",
+    "get_config",
     "leverage_score_bounds",
     "partial_cholesky",
     "pivoted_cholesky",
     "randomly_pivoted_cholesky",
+    "set_config",
     "theoretical_rank",
     "uniform_columns",
 ]

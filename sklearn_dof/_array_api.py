@@ -48,7 +48,7 @@ from sklearn.utils._array_api import (
     move_to,
 )
 
-from . import _landmarks, _ridge_solve
+from . import _landmarks, _memory, _ridge_solve
 from ._blocks import _BUFFERS_PER_ROW
 from ._cg import pcg_ridge
 from ._landmark_block import FitRequest
@@ -484,7 +484,7 @@ def kernel_product(estimator, X, landmarks, W, xp):
 def host_rows(n_samples, max_components, random_state):
     """The rows an automatic rank is chosen on: those the NumPy path's
     certified rank reads (:func:`~sklearn_dof._landmarks.certificate_rows`)."""
-    max_rank = min(n_samples, max_components or _landmarks.DEFAULT_MAX_COMPONENTS)
+    max_rank = min(n_samples, max_components or _memory.default_max_components())
     rows = _landmarks.certificate_rows(n_samples, max_rank, random_state)
     return np.arange(n_samples) if rows is None else rows
 

@@ -6,12 +6,13 @@ transformer stores and the estimators consume, as one
 :class:`LandmarkSelection`: nothing is left on an object for later.
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.metrics.pairwise import pairwise_kernels
 
-from . import _dask
+from . import _dask, _memory
 from ._certificate import NOISE_SHARE
 from ._estimate import (
     _EXACT_FRACTION,
@@ -25,23 +26,10 @@ from ._progress import SILENT
 from ._rank import dof_rank
 from ._sampling import extended_factor, uniform_columns
 
-# Memory of the factor that the certified rank grows (float64, rows x
-# columns): beyond it the certificate reads a uniform subsample of the rows
-# (see select_landmarks).
-FACTOR_BUDGET_BYTES = 2**30
 # Rows of the first subsample a certified rank reads, and the rows per
 # column of a subsample's factor (see _certified_landmarks).
 MIN_CERTIFICATE_ROWS = 8192
 _ROWS_PER_COLUMN = 2
-# Memory of the kernel matrix K (float64, n x n) up to which a certified rank
-# may grow past DEFAULT_MAX_COMPONENTS and end, past half of the rows, in
-# exact kernel ridge, when the estimator fits it and max_components is left
-# to the budget (None): the factor's own budget, 11,585 rows.
-EXACT_BUDGET_BYTES = FACTOR_BUDGET_BYTES
-
-#: Default cap of an automatic rank: ``p x p`` float64 matrices of 128 MiB,
-#: of which a fit holds a few at once.
-DEFAULT_MAX_COMPONENTS = 4096
 
 #: :attr:`LandmarkSelection.estimate` of a certified rank whose degrees of
 #: freedom are those an int fit on its uniform landmarks reports: the
@@ -154,7 +142,8 @@ def select_landmarks(
     loss_tol : float, default=0.01
         Relative excess loss the certified rank allows.
     max_components : int, default=None
-        Cap of an automatic rank (None: :data:`DEFAULT_MAX_COMPONENTS`).
+        Cap of an automatic rank (None: from the memory budget,
+        :func:`~sklearn_dof._memory.default_max_components`).
     progress : Progress, default=SILENT
         Where the rounds of an automatic rank report
         (:class:`~sklearn_dof._progress.Progress`).
@@ -164,7 +153,7 @@ def select_landmarks(
     selection : LandmarkSelection
     """
     source = _Source(access, X, rule, random_state, kernel)
-    max_rank = _rank_cap(access.n_samples, max_components, request)
+    max_rank = _rank_cap(access, max_components, request)
     mode = _rank_mode(n_components, source, request)
     if mode == "certified":
         selection = _certified_landmarks(
@@ -195,18 +184,21 @@ class _Source(NamedTuple):
         return self.rule.select(self.X, n_components, self.random_state, precomputed)
 
 
-def _rank_cap(n_samples, max_components, request):
-    """The largest automatic rank: ``max_components`` or the default cap,
-    at most ``n``; ``n`` itself where the caller fits exact kernel ridge,
-    ``max_components`` is left to the budget and ``K`` fits it (caps from
-    memory: past half of the rows the rounds end in the exact fit)."""
+def _rank_cap(access, max_components, request):
+    """The largest automatic rank: ``max_components`` or the default cap
+    from the memory budget, at most ``n``; ``n`` itself where the caller
+    fits exact kernel ridge, ``max_components`` is left to the budget and
+    ``K`` fits it (past half of the rows the rounds end in the exact fit;
+    not on a Dask cluster, where the rank follows the paper's rule)."""
+    n_samples = access.n_samples
     if (
         request.exact_solve
         and max_components is None
-        and 8 * n_samples**2 <= EXACT_BUDGET_BYTES
+        and not isinstance(access, _dask.DaskKernelColumns)
+        and _memory.fits_exact(n_samples)
     ):
         return n_samples
-    return min(n_samples, max_components or DEFAULT_MAX_COMPONENTS)
+    return min(n_samples, max_components or _memory.default_max_components())
 
 
 def _rank_mode(n_components, source, request):
@@ -316,14 +308,15 @@ def _dof_landmarks(source, alpha, tol, max_rank, progress):
 def certificate_rows(n_samples, max_rank, random_state):
     """The most rows a certified rank up to ``max_rank`` reads: None for
     all of them, else the sorted uniform subsample whose factor fits
-    :data:`FACTOR_BUDGET_BYTES`, and at least :data:`_ROWS_PER_COLUMN`
-    rows per column of ``max_rank`` (as every smaller subsample has).
-
-    Past ``max_rank = 8,192`` those rows decide: the factor then holds
-    ``16 max_rank^2`` bytes, twice the ``p x p`` float64 landmark block of
-    an int fit at ``max_rank`` (6.4 GB at 20,000 columns, against 12.8 GB
-    at the four rows per column that this floor used to be)."""
-    max_rows = max(FACTOR_BUDGET_BYTES // (8 * max_rank), _ROWS_PER_COLUMN * max_rank)
+    :func:`~sklearn_dof._memory.factor_budget`, and at least
+    :data:`_ROWS_PER_COLUMN` rows per column of ``max_rank`` (as every
+    smaller subsample has).  Where ``max_rank`` passes the default cap of
+    the budget, those rows decide: the factor then holds ``16 max_rank^2``
+    bytes, twice the ``p x p`` float64 landmark block of an int fit at
+    ``max_rank``."""
+    max_rows = max(
+        _memory.factor_budget() // (8 * max_rank), _ROWS_PER_COLUMN * max_rank
+    )
     if n_samples <= max_rows:
         return None
     return np.sort(uniform_columns(n_samples, max_rows, random_state))
@@ -402,15 +395,17 @@ def _certified_landmarks(source, alpha, request, loss_tol, max_rank, progress):
     :data:`NOISE_SHARE` of ``loss_tol`` at the certified rank, on as many
     rows as bring them within it (:func:`_rows_needed`).  The last rows
     are all of them, or, where the factor of ``rows x max_rank`` numbers
-    would pass :data:`FACTOR_BUDGET_BYTES`, the subsample that fits it.  On
-    a subsample the landmarks are subsample rows.
+    would pass :func:`~sklearn_dof._memory.factor_budget`, the subsample
+    that fits it.  On a subsample the landmarks are subsample rows.
     """
     rounds = _ladder_rounds(source, alpha, request, loss_tol, max_rank, progress)
     n_samples = source.access.n_samples
     if rounds.certificate.exact and rounds.certificate.rank > rounds.chol.rank:
         return _every_row(rounds, n_samples)
     objective = OBJECTIVES[request.objective]
-    rank, requested = _chosen_rank(rounds.certificate, loss_tol, n_samples, objective)
+    rank, requested = _chosen_rank(
+        rounds.certificate, loss_tol, n_samples, max_rank, objective
+    )
     return _certified_selection(source, request, rounds, rank, requested)
 
 
@@ -509,14 +504,18 @@ def _every_row(rounds, n_samples):
     )
 
 
-def _chosen_rank(certificate, loss_tol, n_samples, objective):
+def _chosen_rank(certificate, loss_tol, n_samples, max_rank, objective):
     """The rank the last round's ``certificate`` gives the landmarks, and
     the rank it asks for where it certified none (else None)."""
     rank = certificate.certified_rank(loss_tol)
     if rank is not None and not certificate.resolved:
         # The cap's round on an unresolved factor: no rank below it is
-        # vouched for (see _estimate._round_certificate).
-        rank = certificate.rank
+        # vouched for (see _estimate._round_certificate), and where the cap
+        # stopped the rounds short of the kernel's rank, more columns would
+        # still change the fit: at least a doubling more is asked for.
+        if certificate.complete or certificate.rank < max_rank:
+            return certificate.rank, None
+        return certificate.rank, min(n_samples, 2 * certificate.rank)
     if rank is not None and certificate.complete and rank > _EXACT_FRACTION * n_samples:
         # Near n, exact: the rows that remain cost little more.
         rank = certificate.rank
@@ -540,9 +539,12 @@ def _certified_selection(source, request, rounds, rank, requested):
     # transformer computes it on the first read of dof_, not the fit.
     landmark_dof = getattr(rounds.dof, "landmarks", None)
     deferred = not selector and np.array_equal(columns, landmark_dof)
+    # A factor not resolved down to the penalty, short of the rank asked
+    # for, certifies no loss.
+    unresolved = requested is not None and not certificate.resolved
     fields = {
         "estimate": LANDMARK_DOF if deferred else estimate_of(rounds.dof),
-        "loss": float(certificate.loss(rank)),
+        "loss": math.inf if unresolved else float(certificate.loss(rank)),
         "requested": requested,
         "alpha": rounds.alpha,
     }

@@ -11,22 +11,21 @@ from sklearn.utils.validation import (
     _check_sample_weight,
 )
 
-from . import _array_api, _dask, _parallel
+from . import _array_api, _dask, _memory, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._landmark_block import FitRequest
-from ._landmarks import FACTOR_BUDGET_BYTES
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, auto_inner_solver, logistic_newton
 from ._progress import Progress
 from ._samplers import gives_rows
 
-# Memory up to which Newton's features K(x, I) R^{-1} are kept after their
-# first pass.  Each Newton step makes three passes (the Hessian, the step's
-# decision values, the gradient), and computed on the fly every pass costs
-# the triangular solve, n p^2 flops, as much as the Hessian itself: 232 s
-# for ijcnn1's final fit at p = 4,096 (49,990 rows, 1.6 GB of features) on
-# the fly.  Twice the factor the certified rank grows: the rows x columns
-# the rounds held before.
-_FEATURE_CACHE_BYTES = 2 * FACTOR_BUDGET_BYTES
+
+def _feature_cache_bytes():
+    """Memory up to which Newton's features ``K(x, I) R^{-1}`` are kept
+    after their first pass: the memory budget.  Each Newton step makes
+    three passes (the Hessian, the step's decision values, the gradient),
+    and features computed on the fly cost the triangular solve, ``n p^2``
+    flops, at every pass, as much as the Hessian itself."""
+    return _memory.memory_budget()
 
 
 # Bounds on the curvature of the loss in the decision values, which the
@@ -115,7 +114,8 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         at the rank it certifies (the model keeps the landmarks grown past
         it).
     max_components : int, default=None
-        Cap of an automatic rank (None: 4096), see :class:`DoFNystroem`.
+        Cap of an automatic rank (None: from the memory budget), see
+        :class:`DoFNystroem`.
     fit_intercept : bool, default=True
         Whether to fit unpenalised intercepts.
     tol : float, default=1e-8
@@ -318,7 +318,7 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
             objective="logistic",
             kernel_basis=True,
             curvature=_CURVATURE_BOUND[min(n_classes, 3)],
-            features_bytes=_FEATURE_CACHE_BYTES,
+            features_bytes=_feature_cache_bytes(),
         )
         features = self._triangular_features(
             X, self._fit_nystroem(X, self.alpha, request, loss_tol=self.loss_tol)
@@ -391,14 +391,14 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         if (
             cholesky is not None
             and inner == "cg"
-            and 8 * p * features.n_samples > _FEATURE_CACHE_BYTES
+            and 8 * p * features.n_samples > _feature_cache_bytes()
         ):
             # Features that would be recomputed at every pass, n p^2 flops
             # each: Newton-CG on the kernel blocks instead (streamed passes
             # of n p, R^{-1} applied to the coefficients; see _newton._Problem).
             return features
         triangular = self.nystroem_._training_features(
-            X, cache=_FEATURE_CACHE_BYTES, cholesky=cholesky
+            X, cache=_feature_cache_bytes(), cholesky=cholesky
         )
         if cholesky is not None:
             # The same basis R^{-1}: the certificate's fit still applies.

@@ -16,7 +16,7 @@ from sklearn.base import (
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _array_api, _dask, _linalg, _parallel, _tiles
+from . import _array_api, _dask, _linalg, _memory, _parallel, _tiles
 from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product
 from ._dof import _landmark_dof, _uniform_landmark_dof
 from ._kernel_objects import is_kernel_object
@@ -37,7 +37,7 @@ from ._landmark_block import (
     factor_block,
     plan_block,
 )
-from ._landmarks import DEFAULT_MAX_COMPONENTS, landmark_block, select_landmarks
+from ._landmarks import landmark_block, select_landmarks
 from ._progress import Progress
 from ._samplers import SAMPLING_OPTIONS, resolve_sampling
 from ._validation import (
@@ -57,6 +57,35 @@ def _numeric_response(y, n_samples):
         return None
     y = y.reshape(n_samples, -1).astype(np.float64)
     return y if np.isfinite(y).all() else None
+
+
+def _cap_warning(nystroem, rank, requested, detail, n_samples):
+    """The warning of an automatic rank stopped at ``rank`` by its cap:
+    ``max_components`` where it was given, else the memory budget (or the
+    rows); it names the rank ``requested`` and the memory a certified fit
+    at it needs."""
+    needed = _memory.format_bytes(_memory.rank_bytes(requested))
+    start = f"n_components={nystroem.n_components!r} stopped at "
+    if nystroem.max_components is None and rank >= n_samples:
+        start += f"all {n_samples} rows"
+        advice = "Raise the penalty."
+    elif nystroem.max_components is None:
+        budget = _memory.format_bytes(_memory.memory_budget())
+        start += (
+            f"{rank} components, the most that the memory budget of {budget} "
+            "allows (max_components=None)"
+        )
+        advice = (
+            "Raise the budget (sklearn_dof.set_config(memory_budget=...)) or "
+            "max_components, or the penalty."
+        )
+    else:
+        start += f"max_components={nystroem.max_components}"
+        advice = "Raise max_components, or the penalty."
+    return (
+        f"{start}: {detail} asks for about {requested} components, which "
+        f"need about {needed} of memory. {advice}"
+    )
 
 
 class _FactorRows:
@@ -201,15 +230,19 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         ``alpha``, that ``n_components="auto"`` allows (see
         ``loss_estimate_``).
     max_components : int, default=None
-        Cap of an automatic rank (``"auto"`` and ``"dof"``); None: 4096
-        (``p x p`` float64 matrices of 128 MiB).  The factor the certified
-        rank grows holds at most 1 GiB, or two rows per column of
-        ``max_components`` where that is more (past 8,192: twice the
-        ``p x p`` block of a fit at ``max_components``): beyond
-        ``max(2**27 / max_components, 2 max_components)`` rows the
-        certificate reads a uniform subsample of the rows at the same
-        ``lambda = alpha / n``.  When the cap stops the rank short of
-        ``loss_tol`` a warning says what rank the certificate asks for.
+        Cap of an automatic rank (``"auto"`` and ``"dof"``).  None: from
+        the memory budget ``B`` (:func:`~sklearn_dof.set_config`; by
+        default a quarter of the machine's memory), the largest rank ``r``
+        whose certificate fits it, ``40 r^2 <= B`` bytes: a factor of two
+        rows per column, the kernel columns of its last doubling and two
+        ``r x r`` float64 matrices (``B = 6`` GiB gives 12,690).  The factor
+        the certified rank grows holds at most ``2 B / 5``, or two rows per
+        column of ``max_components`` where that is more: beyond
+        ``max(B / (20 max_components), 2 max_components)``
+        rows the certificate reads a uniform subsample of the rows at the
+        same ``lambda = alpha / n``.  When the cap stops the rank short of
+        ``loss_tol`` a warning says what rank the certificate asks for and
+        the memory that rank needs.
     tol : float, default=0.1
         Relative tolerance of the degrees-of-freedom estimate (of
         ``n_components="dof"``).
@@ -488,7 +521,6 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.requested_components_ = selection.requested
         if selection.requested is None:
             return
-        cap = min(n_samples, self.max_components or DEFAULT_MAX_COMPONENTS)
         rank = selection.landmarks.shape[0]
         if selection.loss is None:
             detail = "the degrees-of-freedom rule"
@@ -499,15 +531,13 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             )
         else:
             detail = (
-                f"the loss estimate (at {rank} components the error still "
-                "falls as fast as over the previous doubling: no loss "
-                f"within loss_tol={self.loss_tol:g} is certified)"
+                f"the loss estimate (at {rank} components no loss within "
+                f"loss_tol={self.loss_tol:g} is certified: the error still "
+                "falls, or the columns do not yet resolve the kernel down to "
+                "the penalty)"
             )
         warnings.warn(
-            f"n_components='{self.n_components}' stopped at max_components="
-            f"{cap}: {detail} asks for about {selection.requested} "
-            "components. Raise max_components (memory grows with it), or "
-            "the penalty.",
+            _cap_warning(self, rank, selection.requested, detail, n_samples),
             UserWarning,
             stacklevel=user_stacklevel(),
         )

@@ -33,7 +33,7 @@ from sklearn.utils.validation import (
     _check_sample_weight,
 )
 
-from . import _array_api, _dask, _landmarks, _parallel
+from . import _array_api, _dask, _memory, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._kernel_learning import SEARCH_LAMBDAS, learned_penalties, search_kernel
 from ._kernel_objects import check_kernel_object, is_kernel_object
@@ -271,7 +271,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     loss_tol : float, default=0.01
         Loss of test error that ``n_components="auto"`` allows.
     max_components : int, default=None
-        Cap of an automatic rank (None: 4096), see
+        Cap of an automatic rank (None: from the memory budget), see
         :class:`~sklearn_dof.DoFNystroem`.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept (features and targets are centred by
@@ -629,19 +629,19 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Cap of an automatic rank, see :class:`~sklearn_dof.DoFNystroem`.
         None: from memory.  With ``cv=None``, ``criterion="loo"``,
         ``store_cv_results=False`` and float64 NumPy data whose kernel
-        matrix fits the exact budget (``8 n^2`` bytes up to
-        ``_landmarks.EXACT_BUDGET_BYTES``, 1 GiB: 11,585 rows), the rank
-        is uncapped, and past half of the rows the fit is exact kernel
-        ridge, at the penalty its exact leave-one-out residuals prefer
-        (every penalty of the grid up to 2,048 rows, else a walk down the
-        grid from the rounds' penalty; ``best_score_`` is that score).  A
-        rank certified below half of the rows is kept unless exact kernel
-        ridge at a smaller penalty of the grid beats its leave-one-out
-        error by ``loss_tol``: the rounds choose the penalty on low-rank
-        fits, which lack the directions small penalties need (the exact
-        fit's ``nystroem_`` has every row, in a uniform order).  Otherwise
-        the transformer's default cap, 4096 (``p x p`` matrices of 128 MiB),
-        where it binds with a warning that gives the rank asked for
+        matrix fits half of the memory budget (``8 n^2`` bytes; see
+        :func:`~sklearn_dof.set_config`), the rank is uncapped, and past
+        half of the rows the fit is exact kernel ridge, at the penalty its
+        exact leave-one-out residuals prefer (every penalty of the grid up
+        to 2,048 rows, else a walk down the grid from the rounds' penalty;
+        ``best_score_`` is that score).  A rank certified below half of the
+        rows is kept unless exact kernel ridge at a smaller penalty of the
+        grid beats its leave-one-out error by ``loss_tol``: the rounds
+        choose the penalty on low-rank fits, which lack the directions small
+        penalties need (the exact fit's ``nystroem_`` has every row, in a
+        uniform order).  Otherwise the transformer's default cap from the
+        memory budget, where it binds with a warning that gives the rank
+        asked for and the memory it needs
         (doc/automatic_rank.rst); with a splitter ``cv``, 640 (its
         ``GridSearchCV`` holds the ``n x p`` features and fits them once
         per fold and penalty).  An int caps every rank, the exact fit
@@ -967,7 +967,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # exact kernel ridge may prefer a smaller one.
             if (
                 exact_route
-                and self._rank_cap(X) is None
+                and self._uncapped(X)
                 and self._exact_probe(X, y, sample_weight, alphas)
             ):
                 return self
@@ -1011,7 +1011,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             float(alphas.min()),
             self.tol,
             self.loss_tol,
-            self.max_components or _landmarks.DEFAULT_MAX_COMPONENTS,
+            self.max_components or _memory.default_max_components(),
         )
         return _array_api.fit_ridge(
             self, nystroem, X, y, sample_weight, *namespace, alphas=alphas
@@ -1108,23 +1108,30 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self.best_score_ = float(search.best_score_)
 
     def _rank_cap(self, X):
-        """The cap of the rounds: the given one, else from memory (see
-        ``max_components``): None (past the default cap, up to the exact
-        fit) where the exact route applies and ``K`` fits its budget,
-        :data:`SPLITTER_MAX_COMPONENTS` with a splitter ``cv``, else the
-        transformer's default cap."""
+        """The cap of the rounds: the given one,
+        :data:`SPLITTER_MAX_COMPONENTS` with a splitter ``cv``, else None:
+        from memory, the transformer's default cap or, where the exact
+        route applies and ``K`` fits the budget, every row
+        (:meth:`_uncapped`)."""
         if self.max_components is not None:
             return self.max_components
         if self.cv is not None:
             return SPLITTER_MAX_COMPONENTS
-        exact_route = (
-            not self.store_cv_results
+        return None
+
+    def _uncapped(self, X):
+        """Whether the rounds may grow past the default cap to every row
+        and end in exact kernel ridge: the exact route on float64 NumPy
+        data whose ``K`` fits the memory budget, ``max_components=None``."""
+        return (
+            self.max_components is None
+            and self.cv is None
+            and not self.store_cv_results
             and self.criterion == "loo"
             and X.dtype != np.float32
             and not _dask.is_dask_array(X)  # (the paper's rule there)
-            and 8 * X.shape[0] ** 2 <= _landmarks.EXACT_BUDGET_BYTES
+            and _memory.fits_exact(X.shape[0])
         )
-        return None if exact_route else _landmarks.DEFAULT_MAX_COMPONENTS
 
     def _exact_scorable(self, sample_weight):
         """Whether exact leave-one-out can score the fit: not with a scorer

@@ -18,7 +18,11 @@ BENCHMARKS = PACKAGE.parent / "benchmarks"
 # Bottom up, as doc/architecture.rst draws them: a module may import only
 # from the layers below its own.
 LAYERS = [
-    ("utilities", ["_version", "_parallel", "_blas", "_tiles", "_cg", "_progress"]),
+    (
+        "utilities",
+        ["_version", "_config", "_parallel", "_blas", "_tiles", "_cg", "_progress"],
+    ),
+    ("memory budget", ["_memory"]),
     ("kernel objects", ["_kernel_objects"]),
     ("validation", ["_validation"]),
     ("kernels", ["_kernels"]),

@@ -150,13 +150,13 @@ def test_automatic_rank_is_the_numpy_paths_past_the_budget(
     # Past the certificate's memory budget both paths read the same uniform
     # subsample of rows: the same rank, the same landmarks, the same fit;
     # with smaller subsamples of those rows first (min_rows), the same ones.
-    from sklearn_dof import _array_api, _landmarks
+    from sklearn_dof import _array_api, _landmarks, _memory
 
     xp, array_device = _array_api_for_tests(namespace, device_name, dtype_name)
     X, y = data
     max_components = 40
     # Room for 160 of the 400 rows.
-    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 40 * 160)
+    monkeypatch.setattr(_memory, "factor_budget", lambda: 8 * 40 * 160)
     if min_rows is not None:
         monkeypatch.setattr(_landmarks, "MIN_CERTIFICATE_ROWS", min_rows)
         ladder = _landmarks.certificate_ladder(len(y), max_components, 0)

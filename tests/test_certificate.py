@@ -15,6 +15,8 @@ from sklearn_dof import (
     _certificate,
     _estimate,
     _landmarks,
+    _memory,
+    config_context,
     dof_rank,
 )
 from sklearn_dof._certificate import logistic_certificate, loo_curve, loss_certificate
@@ -290,10 +292,12 @@ def test_a_plateau_of_an_unresolved_factor_certifies_nothing(monkeypatch):
     kw = dict(gamma=1 / 8, fit_intercept=False, random_state=0)
     # Capped at 64 columns (the last round is always certified): the
     # leave-one-out error is flat from rank 0 (certified rank 0), on a
-    # factor that is not resolved; the fit keeps every column grown.
-    capped = DoFKernelRidge(alpha=n * 1e-6, max_components=64, **kw).fit(X, y)
+    # factor that is not resolved; the fit keeps every column grown, and
+    # the warning asks for a doubling more, certifying no loss.
+    with pytest.warns(UserWarning, match="asks for about 128 components"):
+        capped = DoFKernelRidge(alpha=n * 1e-6, max_components=64, **kw).fit(X, y)
     assert rounds[-1] == (64, 0, True)
-    assert capped.n_components_ == 64
+    assert capped.n_components_ == 64 and capped.nystroem_.loss_estimate_ == np.inf
     # Uncapped, the same rounds certify nothing, and the fit is exact.
     rounds.clear()
     model = DoFKernelRidge(alpha=n * 1e-6, **kw).fit(X, y)
@@ -326,7 +330,7 @@ def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):
     # The factor, the certificate's blocks of rows, X, y and the landmarks.
     assert peak < 2 * factor + 8 * _certificate._BLOCK_BYTES
     # Past the factor's budget the certificate reads a subsample of rows.
-    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", factor // 8)
+    monkeypatch.setattr(_memory, "factor_budget", lambda: factor // 8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         tracemalloc.start()
@@ -339,15 +343,18 @@ def test_budget_bounds_the_factor_and_subsamples_beyond_it(monkeypatch):
 
 
 def test_certificate_rows_hold_two_rows_per_column_at_large_ranks():
-    # Below 8,192 columns the factor's budget decides the rows; above, two
-    # rows per column: a factor of twice the p x p block at that rank.
-    budget = _landmarks.FACTOR_BUDGET_BYTES
-    assert len(_landmarks.certificate_rows(10**6, 4096, 0)) == budget // (8 * 4096)
-    for max_rank in (8192, 20_000, 50_000):
-        rows = _landmarks.certificate_rows(10**6, max_rank, 0)
-        assert len(rows) == 2 * max_rank
-        assert 8 * len(rows) * max_rank <= max(budget, 2 * 8 * max_rank**2)
-    assert _landmarks.certificate_rows(30_000, 20_000, 0) is None  # all rows
+    # Below the budget's default cap the factor's budget decides the rows;
+    # above, two rows per column: a factor of twice the p x p block.
+    with config_context(memory_budget=40 * 8192**2):
+        budget = _memory.factor_budget()
+        assert budget == 2**30 and _memory.default_max_components() == 8192
+        rows = _landmarks.certificate_rows(10**6, 4096, 0)
+        assert len(rows) == budget // (8 * 4096)
+        for max_rank in (8192, 20_000, 50_000):
+            rows = _landmarks.certificate_rows(10**6, max_rank, 0)
+            assert len(rows) == 2 * max_rank
+            assert 8 * len(rows) * max_rank <= max(budget, 2 * 8 * max_rank**2)
+        assert _landmarks.certificate_rows(30_000, 20_000, 0) is None  # all rows
 
 
 def test_the_certificates_factor_of_the_gram_matrix_takes_its_memory(monkeypatch):
@@ -861,15 +868,15 @@ def test_logistic_rank_certified_on_rows_reuses_their_factor(
     # same landmarks.
     from sklearn.datasets import make_classification
 
-    from sklearn_dof import DoFKernelLogisticRegression, _landmarks, _logistic
+    from sklearn_dof import DoFKernelLogisticRegression, _logistic, _memory
 
     X, y = make_classification(
         3000, n_features=6, n_informative=4, flip_y=0.05, random_state=0
     )
     # Factors of at most 600 rows: the rounds read a subsample.
-    monkeypatch.setattr(_landmarks, "FACTOR_BUDGET_BYTES", 8 * 600 * 300)
+    monkeypatch.setattr(_memory, "factor_budget", lambda: 8 * 600 * 300)
     if not extend:
-        monkeypatch.setattr(_logistic, "_FEATURE_CACHE_BYTES", 0)
+        monkeypatch.setattr(_logistic, "_feature_cache_bytes", lambda: 0)
     params = dict(alpha=1.0, gamma=0.2)
     auto = DoFKernelLogisticRegression(
         random_state=0, max_components=300, verbose=1, **params

@@ -160,7 +160,7 @@ def test_newton_cg_on_kernel_blocks_matches_the_features(
         "_features_of",
         lambda self, K_b: formed.append(K_b.shape) or features_of(self, K_b),
     )
-    monkeypatch.setattr(_logistic, "_FEATURE_CACHE_BYTES", 0)
+    monkeypatch.setattr(_logistic, "_feature_cache_bytes", lambda: 0)
     clf = DoFKernelLogisticRegression(solver="newton-cg", **params)
     clf.fit(X, y, sample_weight=weights)
     assert problems[-1].basis is not None and not formed

@@ -22,8 +22,8 @@ from sklearn_dof import (
     _ridge,
     _ridge_solve,
     _tiles,
+    config_context,
 )
-from sklearn_dof._landmarks import DEFAULT_MAX_COMPONENTS
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
 from .conftest import load_shared
@@ -1081,12 +1081,13 @@ def test_an_explicit_cap_or_the_budget_keeps_the_rank():
             alphas, gamma=2.0, max_components=64, random_state=0
         ).fit(X, y)
     assert capped.n_components_ == 64 and not capped.nystroem_.exact_
-    from sklearn_dof import _landmarks
+    from sklearn_dof import _memory
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_landmarks, "EXACT_BUDGET_BYTES", 8 * len(X) ** 2 - 1)
-        patch.setattr(_landmarks, "DEFAULT_MAX_COMPONENTS", 96)
-        with pytest.warns(UserWarning, match="stopped at max_components=96"):
+        patch.setattr(_memory, "fits_exact", lambda n_samples: False)
+        patch.setattr(_memory, "default_max_components", lambda: 96)
+        message = "stopped at 96 components, the most that the memory budget"
+        with pytest.warns(UserWarning, match=message):
             beyond = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0).fit(X, y)
     # (The factor's numerical rank may end below the cap.)
     assert beyond.n_components_ <= 96 and not beyond.nystroem_.exact_
@@ -1094,10 +1095,10 @@ def test_an_explicit_cap_or_the_budget_keeps_the_rank():
 
 def test_ridge_fits_exact_past_its_default_cap_within_the_budget(monkeypatch):
     X, y = _exact_hungry()
-    from sklearn_dof import _landmarks
+    from sklearn_dof import _memory
 
     # The default cap below n: the certificate's request ends the rounds.
-    monkeypatch.setattr(_landmarks, "DEFAULT_MAX_COMPONENTS", 128)
+    monkeypatch.setattr(_memory, "default_max_components", lambda: 128)
     model = DoFKernelRidge(alpha=1e-3, gamma=2.0, random_state=0).fit(X, y)
     assert model.nystroem_.exact_ and model.n_components_ == len(X)
 
@@ -1112,10 +1113,12 @@ def test_cv_caps_from_memory_and_a_splitter_at_640(params):
     # 640.
     X, y = _exact_hungry()
     model = DoFKernelRidgeCV((1e-4, 1e-2, 1.0), gamma=2.0, random_state=0, **params)
-    expected = 640 if "cv" in params else DEFAULT_MAX_COMPONENTS
-    assert model._rank_cap(X) == expected
-    assert DoFKernelRidgeCV()._rank_cap(X) is None
-    assert DoFKernelRidgeCV()._rank_cap(X.astype(np.float32)) == DEFAULT_MAX_COMPONENTS
+    assert model._rank_cap(X) == (640 if "cv" in params else None)
+    assert not model._uncapped(X)
+    assert DoFKernelRidgeCV()._rank_cap(X) is None and DoFKernelRidgeCV()._uncapped(X)
+    assert not DoFKernelRidgeCV()._uncapped(X.astype(np.float32))
+    with config_context(memory_budget=16 * len(X) ** 2 - 1):
+        assert not DoFKernelRidgeCV()._uncapped(X)  # K passes half the budget
 
 
 def test_cv_exact_route_scores_zero_weights_as_nothing():

@@ -1,0 +1,103 @@
+"""The memory an automatic rank may hold, and the caps that follow from it.
+
+A certified rank ``r`` grows a partial Cholesky factor of the rows it reads
+(``rows x r`` float64), evaluates the kernel columns of each doubling as one
+block (``rows x r / 2`` at the last), and, beside them, holds two ``r x r``
+arrays (the factor's Gram matrix, and its shifted Cholesky factor and
+inverse, which share one array); the exact route holds the ``n x n`` kernel
+matrix, factored in place.  One budget bounds them all
+(:func:`memory_budget`).  A certificate at rank ``r`` reads at least two rows
+per column, so it needs :func:`rank_bytes` ``= 40 r^2`` bytes (``16 r^2``
+the factor, ``8 r^2`` the last columns, ``16 r^2`` the ``r x r`` arrays):
+the factor takes two fifths of the budget, and the default cap of an
+automatic rank is the largest ``r`` that fits (:func:`default_max_components`).
+"""
+
+import functools
+import math
+import os
+
+from ._config import get_config
+
+#: The share of the memory the process may use that the automatic budget
+#: takes: the rest is the data, the caller's arrays and the predictions;
+#: the fits of a grid search running side by side each take their own.
+MEMORY_SHARE = 0.25
+#: The memory assumed where the machine's cannot be read.
+FALLBACK_MEMORY_BYTES = 8 * 2**30
+# cgroup files holding the memory limit of a container (v2, then v1); a
+# limit above the physical memory means none.
+_CGROUP_LIMITS = (
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def available_memory():
+    """Bytes of memory the process may use: the machine's physical memory
+    or, where smaller, the limit of its cgroup (a container's)."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # no sysconf (Windows)
+        physical = None
+    if physical is None or physical <= 0:
+        physical = FALLBACK_MEMORY_BYTES
+    for path in _CGROUP_LIMITS:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            return min(physical, int(text))
+    return physical
+
+
+def memory_budget():
+    """Bytes an automatic rank's fit may hold: the ``memory_budget`` of
+    :func:`sklearn_dof.set_config`, by default :data:`MEMORY_SHARE` of
+    :func:`available_memory`."""
+    budget = get_config()["memory_budget"]
+    if budget == "auto":
+        return int(MEMORY_SHARE * available_memory())
+    return budget
+
+
+# The float64 numbers a certificate at rank r holds, in units of r^2 (see
+# the module's docstring), and the factor's share of them.
+_RANK_WORDS = 5
+_FACTOR_WORDS = 2
+
+
+def factor_budget():
+    """Bytes of the partial Cholesky factor a certified rank grows: its
+    share of :func:`rank_bytes`, two fifths of the budget."""
+    return memory_budget() * _FACTOR_WORDS // _RANK_WORDS
+
+
+def rank_bytes(rank):
+    """Bytes a certified rank ``rank`` needs: a factor of two rows per
+    column, the kernel columns of its last doubling and two
+    ``rank x rank`` arrays, all float64."""
+    return 8 * _RANK_WORDS * rank**2
+
+
+def default_max_components():
+    """The default cap of an automatic rank: the largest rank whose
+    :func:`rank_bytes` fit the budget (at least 1)."""
+    return max(1, math.isqrt(memory_budget() // (8 * _RANK_WORDS)))
+
+
+def fits_exact(n_samples):
+    """Whether the ``n x n`` float64 kernel matrix of the exact route fits
+    half of the budget (the other half: the caller's copy of the data and
+    targets, the leave-one-out residuals, the predictions)."""
+    return 8 * n_samples**2 <= memory_budget() // 2
+
+
+def format_bytes(n_bytes):
+    """``n_bytes`` as a short human reading (MiB below 1 GiB, else GiB)."""
+    if n_bytes < 2**30:
+        return f"{n_bytes / 2**20:.0f} MiB"
+    return f"{n_bytes / 2**30:.1f} GiB"
