@@ -3,17 +3,22 @@
 One iteration serves every solver that runs conjugate gradients on a ridge
 system ``H W = C`` (``H`` symmetric positive definite, one column of ``W``
 per target): the refinement of a kernel-basis solve and Falkon's method on
-NumPy arrays (:mod:`sklearn_dof._ridge_solve`), and Falkon's method where
-array-API data live (:mod:`sklearn_dof._array_api`).  The callers bring the
-products with ``H`` and the preconditioner; this module only iterates.
+NumPy arrays (:mod:`sklearn_dof._ridge_solve`), Falkon's method where
+array-API data live (:mod:`sklearn_dof._array_api`), and the truncated
+Newton steps of the logistic solver (:mod:`sklearn_dof._newton`, one
+vector, stopped where the Hessian's curvature is not positive).  The
+callers bring the products with ``H`` and the preconditioner; this module
+only iterates.
 """
 
 import numpy as np
 
 
 def _columnwise_dot(A, B, xp):
-    if xp is np:  # without the temporary A * B
-        return np.einsum("ij,ij->j", A, B)
+    if xp is np:
+        if A.ndim == 1:  # BLAS's dot, as the Newton solver's own products
+            return A @ B
+        return np.einsum("ij,ij->j", A, B)  # without the temporary A * B
     return xp.sum(A * B, axis=0)
 
 
@@ -25,34 +30,49 @@ def _safe_ratio(numerator, denominator, xp):
     return xp.where(positive, numerator / xp.where(positive, denominator, 1.0), 0.0)
 
 
-def pcg_steps(apply, rhs, start, precondition, xp=np):
+def pcg_steps(
+    apply, rhs, start, precondition, xp=np, *, stop_on_nonpositive_curvature=False
+):
     """Preconditioned conjugate gradients on ``H W = rhs`` from ``start``.
 
     Parameters
     ----------
     apply : callable
-        ``V -> H V`` for ``V`` of shape (p, k).
-    rhs, start : arrays of shape (p, k)
-        Right-hand side and first iterate.
+        ``V -> H V`` for ``V`` of the shape of ``rhs``.
+    rhs : array of shape (p, k) or (p,)
+        Right-hand side: ``k`` columns, or one vector.
+    start : array of the shape of ``rhs``, or None
+        First iterate; None for zero, with the residual ``rhs`` and no
+        product with ``H``.
     precondition : callable
         ``R -> P^{-1} R``, ``P`` symmetric positive definite.
     xp : namespace, default=numpy
+    stop_on_nonpositive_curvature : bool, default=False
+        End the steps, before taking one, where a direction's curvature
+        ``P^T H P`` is not positive in some column (an ``H`` that is not
+        positive definite).  Otherwise such a column stops moving.
 
     Yields
     ------
     W, R, rz : arrays of shapes (p, k), (p, k) and (k,)
         The iterate, its residual ``rhs - H W`` and ``R^T P^{-1} R`` per
-        column, before each step (one product with ``H`` per step).
+        column, before each step (one product with ``H`` per step); for a
+        vector ``rhs``, vectors and a scalar.
     """
-    W = start
-    R = rhs - apply(W)
+    if start is None:
+        W, R = xp.zeros_like(rhs), rhs
+    else:
+        W, R = start, rhs - apply(start)
     Z = precondition(R)
     rz = _columnwise_dot(R, Z, xp)
     P = Z
     while True:
         yield W, R, rz
         Q = apply(P)
-        step = _safe_ratio(rz, _columnwise_dot(P, Q, xp), xp)
+        curvature = _columnwise_dot(P, Q, xp)
+        if stop_on_nonpositive_curvature and bool(xp.any(curvature <= 0)):
+            return
+        step = _safe_ratio(rz, curvature, xp)
         W = W + step * P
         R = R - step * Q
         Z = precondition(R)

@@ -37,6 +37,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from . import _tiles
 from ._blocks import FeatureBlocks
+from ._cg import pcg_steps
 from ._validation import user_stacklevel
 
 # 256 MiB: a two-class Hessian of side p + 1 up to 5,792 is formed and
@@ -475,39 +476,23 @@ def _cg_step(hessp, g, precond, rtol, max_iter, d=None):
 
     ``precond(r)`` applies the (symmetric positive semi-definite)
     preconditioner; ``d`` is a starting point (zero by default).  Started at
-    zero, every iterate is a descent direction; the loop also stops on
+    zero, every iterate is a descent direction; the iteration
+    (:func:`~sklearn_dof._cg.pcg_steps`, on the flat vector) also stops on
     (numerically) non-positive curvature.  Returns the step and whether it
-    met the tolerance (or met non-positive curvature) within ``max_iter``.
+    met the tolerance (or met non-positive curvature) within ``max_iter``
+    products.
     """
-    if d is None:
-        d = np.zeros_like(g)
-        r = -g.copy()
-    else:
-        d = d.copy()
-        r = -g - hessp(d)
-    z = precond(r)
-    direction = z.copy()
-    rz = float(r @ z)
     target = rtol * float(np.linalg.norm(g))
-    done = False
-    for _ in range(max_iter):
-        if float(np.linalg.norm(r)) <= target:
-            done = True
-            break
-        Hd = hessp(direction)
-        curvature = float(direction @ Hd)
-        if curvature <= 0.0:
-            done = True
-            break
-        step = rz / curvature
-        d += step * direction
-        r -= step * Hd
-        z = precond(r)
-        rz_new = float(r @ z)
-        direction = z + (rz_new / rz) * direction
-        rz = rz_new
-    else:
+    steps = pcg_steps(hessp, -g, d, precond, stop_on_nonpositive_curvature=True)
+    for n_iter, iterate in enumerate(steps):
+        d, r, _ = iterate
         done = float(np.linalg.norm(r)) <= target
+        if done or n_iter >= max_iter:
+            break
+    else:
+        # The steps ended before a direction of non-positive curvature,
+        # ``d`` the last iterate: the step stands as it is.
+        done = True
     if not d.any():
         d = -precond(g)
     return d, done
