@@ -370,16 +370,18 @@ SEARCH_LAMBDAS = (1e-8, 1.0)
 def learned_penalties(alpha, learn_rows, n_rows):
     """The grid of ``DoFKernelRidgeCV(alphas=None)`` at a kernel learned
     with ``alpha`` on ``learn_rows`` rows, for a fit on ``n_rows``: half
-    decades from a tenth of ``alpha`` to ``sqrt(10)`` times
+    decades from a hundredth of ``alpha`` to ``sqrt(10)`` times
     ``alpha n_rows / learn_rows``.
 
     The learned ``alpha`` is a ratio of noise to the kernel's unit
     variance, which a Gaussian process keeps as rows are added; keeping the
     per-row penalty instead, as the paper's rates do, multiplies it by
     ``n_rows / learn_rows``.  The grid spans both, with a margin, and the
-    leave-one-out error on every row chooses.
+    leave-one-out error on every row chooses.  Below, two decades: with
+    every row the error can prefer less penalty than the subsample's
+    optimum (doc/design/kernel.rst, "The grid's lower edge").
     """
-    low = np.log10(alpha) - 1.0
+    low = np.log10(alpha) - 2.0
     high = np.log10(alpha * max(n_rows / learn_rows, 1.0)) + 0.5
     return 10.0 ** (low + 0.5 * np.arange(int(np.ceil(2 * (high - low) - 1e-9)) + 1))
 

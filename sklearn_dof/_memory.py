@@ -5,12 +5,15 @@ A certified rank ``r`` grows a partial Cholesky factor of the rows it reads
 block (``rows x r / 2`` at the last), and, beside them, holds two ``r x r``
 arrays (the factor's Gram matrix, and its shifted Cholesky factor and
 inverse, which share one array); the exact route holds the ``n x n`` kernel
-matrix, factored in place.  One budget bounds them all
+matrix, factored in place.  One budget bounds these
 (:func:`memory_budget`).  A certificate at rank ``r`` reads at least two rows
 per column, so it needs :func:`rank_bytes` ``= 40 r^2`` bytes (``16 r^2``
 the factor, ``8 r^2`` the last columns, ``16 r^2`` the ``r x r`` arrays):
 the factor takes two fifths of the budget, and the default cap of an
 automatic rank is the largest ``r`` that fits (:func:`default_max_components`).
+The fit at the rank chosen then holds what an int fit at that rank holds
+(its ``p x p`` matrices and, within scikit-learn's ``working_memory``, its
+features), which the budget does not count.
 """
 
 import functools
@@ -91,9 +94,9 @@ def default_max_components():
 
 def fits_exact(n_samples):
     """Whether the ``n x n`` float64 kernel matrix of the exact route fits
-    half of the budget (the other half: the caller's copy of the data and
-    targets, the leave-one-out residuals, the predictions)."""
-    return 8 * n_samples**2 <= memory_budget() // 2
+    the budget: the exact fit factors it in place, and the rounds before
+    it, of at most half of the rows as columns, hold less."""
+    return 8 * n_samples**2 <= memory_budget()
 
 
 def format_bytes(n_bytes):

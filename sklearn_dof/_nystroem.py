@@ -60,14 +60,22 @@ def _numeric_response(y, n_samples):
 
 
 def _cap_warning(nystroem, rank, requested, detail, n_samples):
-    """The warning of an automatic rank stopped at ``rank`` by its cap:
-    ``max_components`` where it was given, else the memory budget (or the
-    rows); it names the rank ``requested`` and the memory a certified fit
-    at it needs."""
+    """The warning of an automatic rank stopped at ``rank`` short of the
+    rank ``requested``: by ``max_components`` where it was given, else by
+    the memory budget, by the rows, or by the kernel's numerical rank on the
+    rows read (no column left to add); it names the memory a certified fit
+    at ``requested`` needs."""
     needed = _memory.format_bytes(_memory.rank_bytes(requested))
+    cap = min(n_samples, nystroem.max_components or _memory.default_max_components())
     start = f"n_components={nystroem.n_components!r} stopped at "
-    if nystroem.max_components is None and rank >= n_samples:
+    if rank >= n_samples:
         start += f"all {n_samples} rows"
+        advice = "Raise the penalty."
+    elif rank < cap:
+        start += (
+            f"{rank} components, all that the kernel's numerical rank on the "
+            "rows read allows"
+        )
         advice = "Raise the penalty."
     elif nystroem.max_components is None:
         budget = _memory.format_bytes(_memory.memory_budget())

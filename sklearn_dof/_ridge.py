@@ -576,7 +576,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     ----------
     alphas : array-like of shape (n_alphas,), default=None
         Penalties to try, on scikit-learn's scale (``alpha = n * lambda``).
-        None, where the kernel is learned: half decades from a tenth of
+        None, where the kernel is learned: half decades from a hundredth of
         the penalty ``alpha`` learned with it on ``m`` rows to ``sqrt(10)``
         times ``alpha n / m`` (a Gaussian process keeps ``alpha``, a ratio
         of noise to the kernel's variance, as rows are added; the paper's
@@ -629,7 +629,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Cap of an automatic rank, see :class:`~sklearn_dof.DoFNystroem`.
         None: from memory.  With ``cv=None``, ``criterion="loo"``,
         ``store_cv_results=False`` and float64 NumPy data whose kernel
-        matrix fits half of the memory budget (``8 n^2`` bytes; see
+        matrix fits the memory budget (``8 n^2`` bytes; see
         :func:`~sklearn_dof.set_config`), the rank is uncapped, and past
         half of the rows the fit is exact kernel ridge, at the penalty its
         exact leave-one-out residuals prefer (every penalty of the grid up

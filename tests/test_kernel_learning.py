@@ -192,10 +192,10 @@ def test_learned_penalties_span_both_scalings(alpha, learn_rows, n_rows):
     grid = learned_penalties(alpha, learn_rows, n_rows)
     steps = np.diff(np.log10(grid))
     np.testing.assert_allclose(steps, 0.5)
-    # alpha itself (a Gaussian process's scaling), a decade below it, and
+    # alpha itself (a Gaussian process's scaling), two decades below it, and
     # the per-row scaling alpha n / m with half a decade above it.
     assert np.isclose(grid, alpha).any()
-    assert grid[0] == pytest.approx(alpha / 10)
+    assert grid[0] == pytest.approx(alpha / 100)
     assert grid[-1] >= np.sqrt(10) * alpha * max(n_rows / learn_rows, 1) * (1 - 1e-12)
     assert grid[-2] < np.sqrt(10) * alpha * max(n_rows / learn_rows, 1)
 

@@ -72,7 +72,7 @@ def test_caps_follow_the_budget():
         with config_context(memory_budget=budget):
             cap = _memory.default_max_components()
             assert _memory.rank_bytes(cap) <= budget < _memory.rank_bytes(cap + 1)
-            rows = math.isqrt(budget // 16)  # 8 n^2 <= budget / 2
+            rows = math.isqrt(budget // 8)  # 8 n^2 <= budget
             assert _memory.fits_exact(rows) and not _memory.fits_exact(rows + 1)
 
 
@@ -109,3 +109,19 @@ def test_the_warning_names_the_rank_and_the_memory_it_needs():
     # An explicit cap is named as such.
     with pytest.warns(UserWarning, match="stopped at max_components=64"):
         DoFKernelRidge(alpha=1e-6, gamma=4.0, max_components=64).fit(X, y)
+
+
+def test_the_warning_says_what_stopped_the_rank():
+    from sklearn_dof._nystroem import _cap_warning
+
+    with config_context(memory_budget=40 * 1000**2):  # a default cap of 1,000
+        auto = DoFNystroem()
+        # Short of the cap: no column left to add, not memory.
+        text = _cap_warning(auto, 300, 600, "the estimate", 5000)
+        assert "numerical rank" in text and "memory budget" not in text
+        text = _cap_warning(auto, 1000, 2000, "the estimate", 5000)
+        assert "the memory budget of 38 MiB allows" in text
+        assert f"need about {_memory.format_bytes(_memory.rank_bytes(2000))}" in text
+        text = _cap_warning(DoFNystroem(max_components=500), 500, 900, "it", 5000)
+        assert "stopped at max_components=500" in text
+        assert "all 800 rows" in _cap_warning(auto, 800, 900, "it", 800)

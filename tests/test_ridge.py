@@ -1117,8 +1117,8 @@ def test_cv_caps_from_memory_and_a_splitter_at_640(params):
     assert not model._uncapped(X)
     assert DoFKernelRidgeCV()._rank_cap(X) is None and DoFKernelRidgeCV()._uncapped(X)
     assert not DoFKernelRidgeCV()._uncapped(X.astype(np.float32))
-    with config_context(memory_budget=16 * len(X) ** 2 - 1):
-        assert not DoFKernelRidgeCV()._uncapped(X)  # K passes half the budget
+    with config_context(memory_budget=8 * len(X) ** 2 - 1):
+        assert not DoFKernelRidgeCV()._uncapped(X)  # K passes the budget
 
 
 def test_cv_exact_route_scores_zero_weights_as_nothing():
