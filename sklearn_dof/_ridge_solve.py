@@ -53,11 +53,8 @@ PCG_MAX_ITER = 100
 # refactored in float64.
 PCG_PRECONDITIONER_DTYPE = np.float32
 #: ``solver="auto"`` takes the conjugate gradients from this many landmarks
-#: on.  kin40k, 32,000 rows, lambda = 1e-5, 2 threads: they took 2.27, 1.21,
-#: 0.67 and 0.50 times the direct solve's time at p = 1000, 2000, 4000 and
-#: 8000 (doc/large_ranks.rst); a smaller penalty needs more steps, so the
-#: threshold sits above the measured crossover (about 2,500), at the default
-#: cap of an automatic rank.
+#: on: above the crossover with the direct solve measured at one penalty,
+#: since a smaller penalty needs more steps (doc/large_ranks.rst).
 CG_MIN_COMPONENTS = 4096
 
 
