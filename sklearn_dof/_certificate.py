@@ -734,10 +734,12 @@ def logistic_certificate(
 def _logistic_fit(factor, index, n_classes, alpha, center, start, landmarks):
     """The logistic fit of :func:`logistic_certificate` at rank ``r``, by
     Newton-CG from ``start``: the factor's columns are nested, and the fit
-    of half the columns is close to the optimum (on a9a, three steps per
-    round instead of seven).  Its preconditioner is made of the pivots' rows
-    of the factor where ``landmarks`` (a uniform sample, two classes), as an
-    int fit does with its landmarks, else of the factor's Gram matrix.
+    of half the columns is close to the optimum, so that a warm start
+    takes fewer Newton steps a round than a cold one
+    (doc/design/logistic.rst, "Measurements behind the code's choices").
+    Its preconditioner is made of the pivots' rows of the factor where
+    ``landmarks`` (a uniform sample, two classes), as an int fit does with
+    its landmarks, else of the factor's Gram matrix.
 
     The Newton fit stops at the gradient test: the leave-one-out pass
     forms the exact Hessian at the fit (two classes), and its fit at rank
@@ -752,9 +754,10 @@ def _logistic_fit(factor, index, n_classes, alpha, center, start, landmarks):
         # factor, as an int fit's (_newton._Problem._nystroem_gram): a
         # uniform sample of the rows, G_I^T G_I / r ~ G^T G / n in r^3 / 3
         # flops, where the factor's Gram matrix costs n r^2 a round (its
-        # increments; a9a: 5.3 of 41.7 s).  The rounds' fits start warm,
-        # and a Hessian product costs n r.  (More classes: a product costs
-        # m n r, and the exact Gram matrix pays, as in an int fit.)
+        # increments; doc/design/logistic.rst, "Measurements behind the
+        # code's choices").  The rounds' fits start warm, and a Hessian
+        # product costs n r.  (More classes: a product costs m n r, and the
+        # exact Gram matrix pays, as in an int fit.)
         features.cholesky = landmark_rows.T
     else:
         # Newton-CG's Gram matrix from the factor's, which the rounds extend
@@ -769,17 +772,18 @@ def _logistic_fit(factor, index, n_classes, alpha, center, start, landmarks):
         start=start,
         # Newton-CG: the rounds need the optimum to the accuracy of an
         # estimate, and the Cholesky steps form an n r^2 Hessian each where
-        # CG's Gram preconditioner costs one such pass a round (a9a's last
-        # round at r = 3,854: 12.7 s against 22.0 s).  Its r x r
-        # preconditioner at any rank: the leave-one-out pass below holds
-        # r x r matrices too.
+        # CG's Gram preconditioner costs one such pass a round
+        # (doc/design/logistic.rst, "Measurements behind the code's
+        # choices").  Its r x r preconditioner at any rank: the leave-one-out
+        # pass below holds r x r matrices too.
         inner_solver="cg",
         max_hessian_bytes=8 * (G.shape[1] + 1) ** 2,
         tol=_CERTIFICATE_NEWTON_TOL,
         # The leave-one-out pass below forms the exact Hessian at the fit,
         # and its fit at rank r is the Newton step from there: no Hessian of
-        # its own to check the decrement (ijcnn1's round at 4,096 columns:
-        # 15.7 s).
+        # its own, an n r^2 pass, to check the decrement
+        # (doc/design/logistic.rst, "Measurements behind the code's
+        # choices").
         check_decrement=False,
     )
 
@@ -794,10 +798,12 @@ def _working_response(G, labels, index, fit):
     With ``m > 2`` classes the row's curvature is the ``m x m`` matrix
     ``W_i = diag(p_i) - p_i p_i^T`` and Newton's model couples the classes'
     coefficients, a Hessian of ``(m r)^2`` (``n (m r)^2`` flops to form,
-    ``(m r)^3 / 3`` to factor; pendigits at ``r = 1,024``: 100 times the
-    two-class pass).  The certificate replaces ``W_i`` by its curvature
-    along the row's own gradient ``d_i = y_i - p_i`` (the indicator of its
-    class less its probabilities), the Rayleigh quotient ``w_i = d_i^T W_i
+    ``(m r)^3 / 3`` to factor: ``m^2`` and ``m^3`` times the two-class
+    pass's ``n r^2`` and ``r^3 / 3``; doc/design/logistic.rst,
+    "Measurements behind the code's choices").  The certificate replaces
+    ``W_i`` by its curvature along the row's own gradient
+    ``d_i = y_i - p_i`` (the indicator of its class less its
+    probabilities), the Rayleigh quotient ``w_i = d_i^T W_i
     d_i / d_i^T d_i``: every class then shares the row weights ``w`` and one
     factorisation serves the ``m`` targets ``z_i = eta_i + d_i / w_i``.  Any
     positive weights keep the fit at rank ``r`` the multinomial one (the
@@ -879,8 +885,9 @@ def _with_fit(certificate, loo, fit, multinomial):
     certificate.dof = loo.dof
     # The fit's Hessian, factored for the leave-one-out pass: the
     # preconditioner of the caller's fit from this one, where it fits the
-    # budget of the solver's own (a9a at 3,854 columns: one Newton step of
-    # 3 CG products instead of forming an n r^2 Hessian).  With more classes
+    # budget of the solver's own: a Newton step of a few CG products, n r
+    # each, instead of forming an n r^2 Hessian (doc/design/logistic.rst,
+    # "Measurements behind the code's choices").  With more classes
     # the pass's shared weights make no multinomial Hessian.
     columns = loo.G.shape[1]
     keep_hessian = not multinomial and 8 * columns**2 <= DEFAULT_MAX_HESSIAN_BYTES
@@ -903,12 +910,11 @@ def _decrease_ratio(ranks, errors):
     lands among rows no landmark has covered yet can lower it by a percent
     on its own, and a doubling may see none.  A single quiet doubling after
     a loud one then reads as a fast shrinking decrease, and so as a tail
-    near zero.  On a9a (seed 1) the last three doublings to 1,387 columns
-    fell by 0.93%, 1.14% and 0.36% of the error: ratio 0.32 and a tail of
-    0.17%, where the next doublings fell by about 0.4% each; the rank it
-    certified, 585, had a test log-loss 1.05% above that of 3,854 columns.
-    The mean ratio of the last two doublings, ``sqrt(0.36 / 0.93) = 0.62``
-    there, is the least-squares slope of the log decreases over the three,
+    near zero: the rank certified is then too low
+    (doc/design/automatic_rank.rst, "Measurements behind the code's
+    choices").  The mean ratio of the last two doublings,
+    ``sqrt(d_3 / d_1)`` for the decreases ``d_1, d_2, d_3`` of the last
+    three, is the least-squares slope of the log decreases over the three,
     what the geometric model's ratio is with one doubling's noise; the
     larger of the two is kept, so that a decrease that stopped shrinking
     over the last doubling still counts as such.  On a geometric series

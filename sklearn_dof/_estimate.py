@@ -643,9 +643,10 @@ def _certified_dof(chol, alpha, n, rule, certificate, access):
     its scores are no bounds of ``K``'s: there the degrees of freedom come
     from the factor's pivot rows (:class:`_PivotRowDoF`), ``O(r^3)``, as a
     fit at a given rank takes them from its landmarks, not from a pass of
-    ``n r^2`` over the rows (11 of a9a's 71 s at 3,854 columns).  Pivots
-    that are a uniform sample of the rows give them as an int fit on those
-    landmarks would (:func:`~sklearn_dof._dof._uniform_landmark_dof`, from
+    ``n r^2`` over the rows (doc/design/logistic.rst, "Measurements behind
+    the code's choices").  Pivots that are a uniform sample of the rows
+    give them as an int fit on those landmarks would
+    (:func:`~sklearn_dof._dof._uniform_landmark_dof`, from
     ``K(I, I)``), without the factor's Gram matrix, which those rounds
     never form (:func:`~sklearn_dof._certificate.logistic_certificate`)."""
     if certificate is not None and certificate.fit is not None:
@@ -690,11 +691,11 @@ _EXACT_FRACTION = 0.5
 # Doublings of the rank above a certified rank over which the estimated loss
 # must stay within loss_tol before the rounds stop.  The leave-one-out
 # log-loss falls in steps (a landmark among rows that none covered yet can
-# lower it by a percent), and one quiet doubling is no plateau: on a9a with
-# max_components=8192 (16,384 of its rows) the rounds certified 88 columns
-# at 255, a test log-loss 2.9% above that of 8,192 columns, and on all of
-# its rows (seed 1) 585 at 1,387, 1.2% above.  Two doublings cost four times
-# the last round, which is cheap where the rank stops low.
+# lower it by a percent), and one quiet doubling is no plateau: after one,
+# logistic rounds certified ranks whose test log-loss was percents above
+# that of many more columns (doc/design/automatic_rank.rst, "Measurements
+# behind the code's choices").  Two doublings cost four times the last
+# round, which is cheap where the rank stops low.
 _PLATEAU_DOUBLINGS = {"squared": 1, "logistic": 2}
 
 
@@ -720,8 +721,9 @@ class _LandmarkDoF:
     Computed on the first read of ``d_max``, ``d_eff`` or ``d_ave``: a
     caller whose model keeps exactly those landmarks leaves them to the
     fitted transformer, which computes the same on the first read of its
-    ``dof_`` (``_landmarks.LANDMARK_DOF``; pendigits at 4,096 columns: 1.9
-    of its 31 s).
+    ``dof_`` (``_landmarks.LANDMARK_DOF``), so that their ``r^3`` flops are
+    paid once (doc/design/logistic.rst, "Measurements behind the code's
+    choices").
     """
 
     def __init__(self, chol, alpha, n, access):

@@ -229,9 +229,10 @@ def _shifted_cholesky(gram, shift, in_place):
 #: From this many landmarks on, :func:`landmark_factor` factors the shifted
 #: block first.  A large uniform landmark block is usually numerically
 #: singular, and the unshifted factorisation that its condition estimate
-#: then refuses costs as much as the shifted one: kin40k at p = 20,000 (two
-#: threads) spent 52 s on a factor refused at a reciprocal condition of
-#: 6.2e-13, then 41 s on the shifted one.  Falkon always shifts.
+#: then refuses costs as much as the shifted one, ``p^3 / 3`` flops each, so
+#: that trying it first about doubles the factorisation's time
+#: (doc/design/large_ranks.rst, "Measurements behind the code's choices").
+#: Falkon always shifts.
 SHIFT_FIRST_COMPONENTS = 8192
 
 

@@ -311,7 +311,8 @@ class DoFKernelLogisticRegression(DoFKernelMixin, ClassifierMixin, BaseEstimator
         # two classes, their indicator matrix for more.  The landmark block
         # by its Cholesky factor R (kernel_basis), not the eigendecomposition
         # and RQ decomposition of normalization_ (about 9 p^3 and 4 p^3
-        # flops: 13 of the 39 s of pendigits at p = 4,096).
+        # flops against R's p^3 / 3; doc/design/logistic.rst, "Measurements
+        # behind the code's choices").
         n_classes = self.classes_.shape[0]
         request = FitRequest(
             response=y_index if n_classes == 2 else np.eye(n_classes)[y_index],

@@ -689,8 +689,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             # cache would only copy it, whatever ``cache`` asks.  In float64
             # its blocks are views, which the statistics read without
             # overwriting (``owns_blocks`` is False); a copy of each block at
-            # every pass, out of the column-major factor, took 4 times the
-            # Hessian products of ijcnn1's Newton fit at p = 4,096.
+            # every pass, out of the column-major factor, made the Newton
+            # fit's Hessian products several times slower
+            # (doc/design/logistic.rst, "Measurements behind the code's
+            # choices").
             if factors.features.dtype == np.float64:
                 return FeatureBlocks.from_array(
                     factors.features,

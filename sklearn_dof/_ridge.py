@@ -75,9 +75,9 @@ SPLITTER_MAX_COMPONENTS = 640
 
 #: Up to this many rows the exact fit of ``DoFKernelRidgeCV`` scores every
 #: penalty of the grid by exact leave-one-out (about ``n^3 / 3`` flops per
-#: penalty: a tenth of a second at 2,048 rows on two cores); beyond it, a
-#: walk along the grid from the penalty the rounds chose
-#: (``DoFKernelRidgeCV._fit_exact_cv``).
+#: penalty, cheap at this size: doc/design/cross_validation.rst,
+#: "Measurements behind the code's choices"); beyond it, a walk along the
+#: grid from the penalty the rounds chose (``DoFKernelRidgeCV._fit_exact_cv``).
 EXACT_GRID_ROWS = 2048
 
 
@@ -938,8 +938,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             penalties=alphas,
             exact_solve=exact_route,
             # A Cholesky factor of the landmark block where the features are
-            # not the rows' factor (kin40k, p = 4,096: 0.85 s against 12.5 s
-            # for the eigendecomposition, two threads); float32 sums keep
+            # not the rows' factor (about p^3 / 3 flops against the
+            # eigendecomposition's 9 p^3; doc/design/cross_validation.rst,
+            # "Measurements behind the code's choices"); float32 sums keep
             # normalization_'s basis, as DoFKernelRidge's do.
             triangular=X.dtype != np.float32 and not _dask.is_dask_array(X),
         )

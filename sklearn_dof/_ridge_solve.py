@@ -38,19 +38,18 @@ REFINE_RTOL = 1e-10
 REFINE_MAX_PASSES = 6
 # NystroemPCGRidgeProblem: stop once the training objective is within this
 # fraction of its minimum, or after PCG_MAX_ITER steps (Falkon's
-# preconditioner needs 10-20 on real data).  kin40k, 32,000 rows, p = 2000,
-# alpha = 0.32: the test error at 1e-2, 1e-3, 1e-4, 1e-5 and 1e-6 was
-# 1.0024, 0.99998, 1.0002, 0.9996 and 0.9997 times the direct solve's, in
-# 8, 11, 14, 17 and 20 steps (a development sweep, quoted here since commit
-# 7167932 and kept in no benchmark result nor doc page).
+# preconditioner needs 10-20 on real data).  A tolerance a decade or more
+# below 1e-2 gives the direct solve's test error to a few parts in 10^4, and
+# each decade tighter costs about three steps more
+# (doc/design/large_ranks.rst, "Measurements behind the code's choices").
 PCG_TOL = 1e-4
 PCG_MAX_ITER = 100
 # The preconditioner's R R^T and Cholesky factor (two of the three p^3 / 3
-# factorisations of the method) in float32: half the time, and on kin40k
-# (32,000 rows, p = 2000 and 4000, lambda = 1e-5 and 1e-7) the same test
-# error to 1e-6 in the same number of steps, give or take two.  The
-# operator stays float64; a float32 P that rounding leaves indefinite is
-# refactored in float64.
+# factorisations of the method) in float32: half the time, and a
+# preconditioner only approximates the operator: in float32 it gave the same
+# test error in about the same number of steps (doc/design/large_ranks.rst,
+# "Measurements behind the code's choices").  The operator stays float64; a
+# float32 P that rounding leaves indefinite is refactored in float64.
 PCG_PRECONDITIONER_DTYPE = np.float32
 #: ``solver="auto"`` takes the conjugate gradients from this many landmarks
 #: on: above the crossover with the direct solve measured at one penalty,

@@ -337,8 +337,9 @@ class PartialCholesky:
 
         def consume(rows, S):
             if triangular:
-                # Half the flops of the general product (a9a's round to
-                # 3,854 columns adds 2,288 at once).
+                # Half the flops of the general product, where a round can
+                # add thousands of columns at once (doc/design/logistic.rst,
+                # "Measurements behind the code's choices").
                 block = _tiles.times_upper(S if whole else S[:, kept], upper)
             else:
                 # (transform^T S^T)^T: column-major like the factor, so
@@ -506,9 +507,9 @@ def extended_factor(chol, rows, columns, access):
     unseen[rows] = False
     rest = np.flatnonzero(unseen)
     # Row-major: the fit reads its features by blocks of rows.  Small pages
-    # (_address_space): ijcnn1's 32,768 subsample rows of 4,096 columns
-    # took 4.9 s to copy into np.empty's 1.6 GB, 3.7 s into small pages,
-    # the first touch of fresh huge pages being the difference.
+    # (_address_space): the first touch of fresh huge pages makes a copy
+    # into np.empty's memory slower than into small pages
+    # (doc/design/scaling.rst, "Measurements behind the code's choices").
     G = _address_space(n, p, chol.factor.dtype, order="C")
     G[rows] = chol.factor[:, :p]
     # The Gram matrix only where the rounds formed the subsample's (the

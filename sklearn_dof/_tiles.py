@@ -42,9 +42,10 @@ UPDATE_COLUMNS = 2048
 
 
 #: The column panels of a product with a triangular matrix
-#: (:func:`times_upper`): as fast as 512 on two threads from 272 rows by
-#: 3,854 columns to 4,096 by 3,854 (one-off timings), and narrow enough
-#: that the panels skip most of the zero triangle.
+#: (:func:`times_upper`): wide enough for the BLAS's rate (panels of 512
+#: were no faster: doc/design/scaling.rst, "Measurements behind the code's
+#: choices"), and narrow enough that the panels skip most of the zero
+#: triangle.
 TRIANGULAR_PANEL = 256
 
 
@@ -59,12 +60,12 @@ def times_upper(A, U, out=None):
     Panel ``a:b`` of the product reads the first ``b`` columns of ``A``
     and rows of ``U`` only: about half the flops of the general product, in
     numpy's BLAS (scipy's ``trmm`` is a second thread pool; see
-    ``_nystroem._TriangularFeatures``).  On two threads 1.35-1.6 times the
-    general product's speed (blocks of 272 to 8,192 rows, ``k`` = 1,508 to
-    8,192; one-off timings).  The diagonal tiles are read whole: ``U``'s
-    strict lower triangle must be zero.  ``out``: of shape ``(len(A), k)``
-    with contiguous rows (a C-ordered array or a block of its rows), whose
-    column ranges take the panels' products.
+    ``_nystroem._TriangularFeatures``).  Faster than the general product,
+    if by less than the factor two of the flops (doc/design/scaling.rst,
+    "Measurements behind the code's choices").  The diagonal tiles are read
+    whole: ``U``'s strict lower triangle must be zero.  ``out``: of shape
+    ``(len(A), k)`` with contiguous rows (a C-ordered array or a block of
+    its rows), whose column ranges take the panels' products.
     """
     k = U.shape[1]
     if out is None:
@@ -161,9 +162,9 @@ def mirror_lower(A, block=256):
     """Fill the strict upper triangle of square ``A`` from its lower one, in
     place, by square blocks (no ``p x p`` temporary).
 
-    Block by block: each transposed copy stays in cache (a strip of the
-    width of a block, transposed at once, took 3.5 times as long at
-    ``p = 20,000``: 1.3 s against 0.37 s).
+    Block by block: each transposed copy stays in cache, where a strip
+    transposed at once does not (doc/design/large_ranks.rst, "Measurements
+    behind the code's choices").
     """
     p = A.shape[0]
     for start in range(0, p, block):
