@@ -580,7 +580,9 @@ def _next_rank(grown, n_samples, max_rank, objective):
 
     A round past half of the rows goes to the cap: there the fit with
     every row as a landmark, exact kernel ridge when ``max_rank = n``,
-    costs about as much as the rounds it replaces.
+    costs about as much as the rounds it replaces.  Not for a loss without
+    an exact fit (:attr:`Objective.exact_solve`) whose cap is the rows
+    themselves: there a certified rank's plateau round comes first.
     """
     added = grown.columns - grown.columns_before
     if grown.certified is not None and added > 0:
@@ -592,9 +594,17 @@ def _next_rank(grown, n_samples, max_rank, objective):
     half = _EXACT_FRACTION * n_samples
     if 2 * target > half and grown.unresolved and grown.certified is None:
         target = max_rank
+    # A loss without an exact fit whose cap is the rows themselves: a rank
+    # certified short of its plateau takes its plateau round, which every
+    # row as a landmark would cost more than, rather than the cap.
+    rows_cap = max_rank >= n_samples and not objective.exact_solve
+    certified = grown.certified is not None
     if objective.cap_after_next and 2 * target >= max_rank:
-        target = max_rank
-    return max_rank if target > half else min(target, max_rank)
+        if not (rows_cap and certified):
+            target = max_rank
+    if target > half and not rows_cap:
+        return max_rank
+    return min(target, max_rank)
 
 
 def _final_dof(dof, chol, alpha, rule, certificate, access):

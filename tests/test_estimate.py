@@ -63,6 +63,19 @@ def test_the_log_loss_goes_to_the_cap_where_the_round_after_next_reaches_it():
     assert _next_rank(_doubled(128), 10**5, 513, LOG_LOSS) == 256
 
 
+def test_a_log_loss_capped_by_the_rows_takes_its_plateau_round():
+    # Every row as a landmark has no exact shortcut for the log-loss: a
+    # rank certified short of its plateau asks for that plateau first.
+    grown = _doubled(2048, certified=1152)
+    assert _next_rank(grown, 8793, 8793, LOG_LOSS) == 4608
+    # Capped by memory below the rows: the cap at once, as before.
+    assert _next_rank(grown, 10**5, 8793, LOG_LOSS) == 8793
+    # Nothing certified: the cap where the round after next reaches it.
+    assert _next_rank(_doubled(4096), 8793, 8793, LOG_LOSS) == 8793
+    # Squared loss: past half of the rows, the exact fit's cap.
+    assert _next_rank(_doubled(2048, certified=2400), 8793, 8793, SQUARED) == 8793
+
+
 def test_the_next_rank_is_at_most_the_cap_and_pure():
     grown = _doubled(2048)
     assert _next_rank(grown, 10**5, 3000, SQUARED) == 3000
