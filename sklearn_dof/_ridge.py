@@ -39,6 +39,7 @@ from ._kernel_learning import SEARCH_LAMBDAS, learned_penalties, search_kernel
 from ._kernel_objects import check_kernel_object, is_kernel_object
 from ._landmark_block import EveryRow, FitRequest
 from ._nystroem import DoFNystroem
+from ._penalty_walk import climb, walk_from, walk_start
 from ._progress import Progress
 from ._ridge_solve import (
     NystroemPCGRidgeProblem,
@@ -920,7 +921,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             raise ValueError(
                 "Cross-validation needs at least 2 samples; got n_samples=1."
             )
-        self.kernel_, alphas = self._learned_kernel(X, y, sample_weight, alphas)
+        self.kernel_, alphas, learned = self._learned_kernel(
+            X, y, sample_weight, alphas
+        )
         # Floats on the host, as alpha_ is, whatever the arrays' namespace.
         self.alphas_ = tuple(map(float, alphas))
         # Two passes (Gram matrix, then leave-one-out errors): keep the
@@ -955,7 +958,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         if isinstance(features, EveryRow):
             grams = [features.gram]
             del features  # the search consumes K
-            if self._fit_exact_cv(grams, y, sample_weight, alphas):
+            # The rounds' penalty, chosen on a low-rank factor, bounds the
+            # exact fit's from above; an int rank chose none.
+            chosen = self.nystroem_.alpha_ if self.n_components == "auto" else None
+            start = walk_start(alphas, chosen, learned)
+            if self._fit_exact_cv(grams, y, sample_weight, alphas, start=start):
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, cache=True)
@@ -1034,14 +1041,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         the search's penalty spans :data:`SEARCH_LAMBDAS` and the grid
         follows the penalty learned (:func:`learned_penalties`); given
         ``alphas``, the search keeps within their range per row and the
-        grid is theirs."""
+        grid is theirs.  Third, the penalty learned with the kernel (None
+        where none was)."""
         kernel = self.kernel
         named = (self.gamma, self.coef0, self.degree, self.kernel_params)
         learnable = (kernel is None and all(value is None for value in named)) or (
             is_kernel_object(kernel) and kernel.n_dims > 0
         )
         if not learnable or sparse.issparse(X) or _dask.is_dask_array(X):
-            return self._unlearned_kernel(), alphas
+            return self._unlearned_kernel(), alphas, None
         if kernel is not None:
             check_kernel_object(kernel, X.shape[1])
         progress = Progress(self.verbose, type(self).__name__)
@@ -1076,7 +1084,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 # identified by the subsample (few rows): the default grid
                 # joins, so that every row's leave-one-out can leave it.
                 alphas = np.union1d(alphas, n_rows * DEFAULT_LAMBDAS)
-        return search.kernel, alphas
+        return search.kernel, alphas, search.alpha
 
     def _search_by_loo(self, problem, alphas, y):
         """``alpha_`` and ``best_score_`` by the efficient leave-one-out (or
@@ -1145,31 +1153,35 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             and not np.all(sample_weight > 0)
         )
 
-    def _fit_exact_cv(self, grams, y, sample_weight, alphas, reference=None):
+    def _fit_exact_cv(
+        self, grams, y, sample_weight, alphas, reference=None, start=None
+    ):
         """Exact kernel ridge at the penalty its exact leave-one-out prefers.
 
         Up to :data:`EXACT_GRID_ROWS` rows every penalty of the grid is
         scored.  Beyond, each costs a factorisation (``2 n^3 / 3`` flops
-        with its leave-one-out), and the search walks the grid below the
-        reference penalty (the rounds', else ``reference``'s): a rank grown
-        on a factor of the rows prefers too large a penalty, since its
-        fits at small penalties lack the rows' last directions
-        (doc/design/cross_validation.rst).  The smallest penalty is scored
-        first (where the exact curve most often has its minimum) and the
-        walk goes up while the score improves; if the smallest does not
+        with its leave-one-out), and the search walks the grid, on the
+        assumption that the scores are unimodal along it
+        (:func:`~sklearn_dof._penalty_walk.walk_from`): from ``start``, a
+        pair ``(penalty, ceiling)`` of :func:`~sklearn_dof._penalty_walk.walk_start`,
+        down while the score improves, else up to the ceiling.
+
+        With a ``reference``, ``(score, alpha)`` of a low-rank fit, which an
+        exact fit must beat by ``loss_tol`` (relative mean squared error,
+        with ``scoring=None``), only penalties below its ``alpha`` are
+        scored: a rank grown on a factor of the rows prefers too large a
+        penalty, since its fits at small penalties lack the rows' last
+        directions (doc/design/cross_validation.rst).  The smallest is
+        scored first (where the exact curve most often has its minimum) and
+        the walk goes up while the score improves; if the smallest does not
         beat the reference, the reference's neighbour is scored, and the
-        walk goes down from it.  After rounds that ended exact, whose
-        penalty is scored exactly too, only the walk down from the
-        neighbour: scores are assumed unimodal along the grid.
+        walk goes down from it.
 
         ``grams`` is a list holding ``K`` in the landmarks' order, taken out
         and consumed by the first factorisation (no copy of it is kept
         between factorisations); the others recompute it (``n^2 d``
-        flops).
-        ``reference``: ``(score, alpha)`` of the low-rank fit, which an
-        exact fit must beat by ``loss_tol`` (relative mean squared error,
-        with ``scoring=None``).  False when no exact fit wins or none has
-        a Cholesky factor.
+        flops).  False when no exact fit wins or none has a Cholesky
+        factor.
         """
         n = grams[0].shape[0]
         if not self._exact_scorable(sample_weight):
@@ -1208,38 +1220,24 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 return candidate[0] > incumbent[0] * (1.0 - self.loss_tol)
             return candidate[0] > incumbent[0]  # the first of tied maxima
 
-        if reference is None:
-            top = self.nystroem_.alpha_
-            best = None if n <= EXACT_GRID_ROWS else fit(top)
-        else:
-            best = (reference[0], reference[1], None, None)
-            top = reference[1]
         if n <= EXACT_GRID_ROWS:
             gram = grams.pop()
+            best = None if reference is None else (*reference, None, None)
             for i, alpha in enumerate(alphas):
                 candidate = fit(alpha, gram.copy() if i < len(alphas) - 1 else gram)
                 if better(candidate, best):
                     best = candidate
+        elif reference is None:
+            penalty, ceiling = walk_start(alphas) if start is None else start
+            best = walk_from(fit, alphas, penalty, better, ceiling=ceiling)
         else:
-            below = np.sort(alphas[alphas < top])
-            # After exact rounds, the exact score at the rounds' penalty
-            # anchors a unimodal curve: its neighbour below decides.  After
-            # a low-rank fit there is no such anchor: the smallest penalty
-            # first, then the neighbour.
-            walks = (below[::-1],) if reference is None else (below, below[-1:0:-1])
-            for walk in walks:
-                if not walk.size:
-                    continue
-                candidate = fit(walk[0])
-                if not better(candidate, best):
-                    continue
-                best = candidate
-                for alpha in walk[1:]:
-                    candidate = fit(alpha)
-                    if not better(candidate, best):
-                        break
-                    best = candidate
-                break
+            # After a low-rank fit there is no exact score to anchor a walk:
+            # the smallest penalty first, walking up, else the neighbour
+            # below the low-rank fit's penalty, walking down.
+            below = np.sort(alphas[alphas < reference[1]])
+            best, moved = climb(fit, below, (*reference, None, None), better)
+            if not moved:
+                best, _ = climb(fit, below[-1:0:-1], best, better)
         if best is None or best[2] is None:
             return False
         self.best_score_, self.alpha_, self.dual_coef_, self.intercept_ = best

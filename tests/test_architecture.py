@@ -20,7 +20,16 @@ BENCHMARKS = PACKAGE.parent / "benchmarks"
 LAYERS = [
     (
         "utilities",
-        ["_version", "_config", "_parallel", "_blas", "_tiles", "_cg", "_progress"],
+        [
+            "_version",
+            "_config",
+            "_parallel",
+            "_blas",
+            "_tiles",
+            "_cg",
+            "_penalty_walk",
+            "_progress",
+        ],
     ),
     ("memory budget", ["_memory"]),
     ("kernel objects", ["_kernel_objects"]),

@@ -1162,12 +1162,14 @@ def _exact_loo_scores(X, y, gamma, alphas):
     return np.array(scores)
 
 
+@pytest.mark.parametrize("rank", ["auto", "every row"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_cv_exact_search_finds_the_best_penalty_of_the_grid(monkeypatch, seed):
+def test_cv_exact_search_finds_the_best_penalty_of_the_grid(monkeypatch, seed, rank):
     # Beyond EXACT_GRID_ROWS the exact fit walks the grid instead of scoring
     # all of it: on a unimodal leave-one-out curve it must land on the same
     # penalty as the whole grid scored by brute force, wherever the rounds
-    # stopped.
+    # stopped, and with an int rank of every row, where no rounds chose a
+    # penalty to start from.
     X, y = _exact_hungry(n=160, seed=seed)
     y = y + 0.05 * np.random.RandomState(seed).randn(len(y))
     alphas = np.logspace(-5, 0, 6)
@@ -1177,7 +1179,10 @@ def test_cv_exact_search_finds_the_best_penalty_of_the_grid(monkeypatch, seed):
     assert np.all(np.diff(scores[: best + 1]) > 0)
     assert np.all(np.diff(scores[best:]) < 0)
     monkeypatch.setattr(_ridge, "EXACT_GRID_ROWS", 10)
-    model = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0).fit(X, y)
+    n_components = len(X) if rank == "every row" else rank
+    model = DoFKernelRidgeCV(
+        alphas, gamma=2.0, random_state=0, n_components=n_components
+    ).fit(X, y)
     assert model.nystroem_.exact_
     assert model.alpha_ == pytest.approx(alphas[best])
     assert model.best_score_ == pytest.approx(scores[best], rel=1e-7)
