@@ -39,6 +39,8 @@ from ._kernel_objects import kernel_object_block, stationary_form
 #: from the whole data's by more than that, and the last steps of a run
 #: along flat directions (a length scale that is already large) can take
 #: as long as the rest.
+# Hyperparameters a progress line prints in full (more: the ends only).
+_PROGRESS_ITEMS = 8
 STALL_STEPS, STALL_RTOL = 5, 1e-3
 #: The penalty the searches start from, clipped to their bounds: a noise
 #: variance of a tenth of a unit kernel's.
@@ -227,7 +229,15 @@ def _step_reporter(progress):
     def report(z, value):
         steps.append(value)
         if progress is not None:
-            theta = np.array2string(np.exp(z[:-1]), precision=3)
+            # One line per step, however many features: the middle of a
+            # long array elided, as numpy prints large arrays.
+            theta = np.array2string(
+                np.exp(z[:-1]),
+                precision=3,
+                max_line_width=np.inf,
+                threshold=_PROGRESS_ITEMS,
+                edgeitems=3,
+            )
             progress(
                 f"kernel step {len(steps)}: leave-one-out {value:.5g}, "
                 f"hyperparameters {theta}, alpha={np.exp(z[-1]):.4g}"

@@ -108,15 +108,18 @@ def test_no_learning_with_a_named_kernel_or_fixed_bounds():
     assert DoFKernelRidgeCV(kernel=fixed).fit(X, y).kernel_ is fixed
 
 
-def test_verbose_prints_one_line_per_step(capsys):
+@pytest.mark.parametrize("n_features", [2, 40])
+def test_verbose_prints_one_line_per_step(capsys, n_features):
+    # Per-feature length scales of 40 features fit on the step's line too.
     rng = np.random.default_rng(5)
-    X = rng.normal(size=(150, 2))
+    X = rng.normal(size=(150, n_features))
     y = np.sin(X[:, 0])
-    DoFKernelRidgeCV(kernel=RBF(1.0), verbose=1).fit(X, y)
-    steps = [
-        line for line in capsys.readouterr().out.splitlines() if "kernel step" in line
-    ]
+    kernel = RBF(np.full(n_features, np.sqrt(n_features)))
+    DoFKernelRidgeCV(kernel=kernel, verbose=1, kernel_max_iter=3).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    steps = [line for line in lines if "kernel step" in line]
     assert steps and all("leave-one-out" in line and "alpha=" in line for line in steps)
+    assert all(line.startswith("[") for line in lines)
 
 
 def test_budget_warns():
