@@ -78,7 +78,7 @@ SPLITTER_MAX_COMPONENTS = 640
 #: penalty of the grid by exact leave-one-out (about ``n^3 / 3`` flops per
 #: penalty, cheap at this size: doc/design/cross_validation.rst,
 #: "Measurements behind the code's choices"); beyond it, a walk along the
-#: grid from the penalty the rounds chose (``DoFKernelRidgeCV._fit_exact_cv``).
+#: grid from the penalty the rounds chose (``DoFKernelRidgeCV._exact_search``).
 EXACT_GRID_ROWS = 2048
 
 
@@ -141,12 +141,12 @@ class _DoFRidgeMixin(DoFKernelMixin):
             how = "a Cholesky factorisation"
         return f"ridge weights on {self.n_components_} landmarks by {how}"
 
-    def _fit_every_row(self, gram, y, sample_weight, alpha, loo=False):
+    def _exact_solution(self, gram, y, sample_weight, alpha, loo=False):
         """Exact kernel ridge when every row is a landmark
         (:func:`~sklearn_dof._ridge_solve.exact_kernel_ridge`), in the
-        landmarks' order; False when ``K + alpha I`` has no Cholesky
-        factor, else True, or with ``loo`` the leave-one-out residuals (in
-        the landmarks' order)."""
+        landmarks' order: ``(dual, intercept, residuals)`` (the
+        leave-one-out residuals with ``loo``, else None), or None when
+        ``K + alpha I`` has no Cholesky factor.  Sets nothing."""
         landmarks = self.nystroem_.component_indices_
         weights = None if sample_weight is None else sample_weight[landmarks]
         targets = y.reshape(y.shape[0], -1)[landmarks].astype(np.float64)
@@ -154,14 +154,16 @@ class _DoFRidgeMixin(DoFKernelMixin):
             gram, targets, weights, alpha, self.fit_intercept, loo=loo
         )
         if solved is None:
-            return None if loo else False
-        dual, intercept = solved[:2]
+            return None
+        return solved[0], solved[1], solved[2] if loo else None
+
+    def _set_exact(self, dual, intercept, y):
+        """The fitted weights of an exact solution (:meth:`_exact_solution`)."""
         self.dual_coef_ = _shape_coef(dual, y.ndim)
         self._set_intercept(intercept, y)
         self._coef = None
         self._n_refine_passes = 0
         self._refined = True
-        return solved[2] if loo else True
 
     def _set_coef(self, W, problem, y, features):
         """``dual_coef_``, ``intercept_`` (and ``coef_``) from the solution
@@ -487,7 +489,9 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             X, self.alpha, request, dof_tol=self.tol, loss_tol=self.loss_tol
         )
         if isinstance(features, EveryRow):
-            if self._fit_every_row(features.gram, y, sample_weight, self.alpha):
+            solved = self._exact_solution(features.gram, y, sample_weight, self.alpha)
+            if solved is not None:
+                self._set_exact(*solved[:2], y)
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, kernel_basis=True)
@@ -932,7 +936,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # after round, not for the smallest of the grid.
         # Exact kernel ridge where the rounds ask for most rows and K fits
         # its budget, at the penalty its own exact leave-one-out prefers
-        # (_fit_exact_cv).
+        # (_exact_search).
         exact_route = (
             self.cv is None and not self.store_cv_results and self.criterion == "loo"
         )
@@ -962,7 +966,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # exact fit's from above; an int rank chose none.
             chosen = self.nystroem_.alpha_ if self.n_components == "auto" else None
             start = walk_start(alphas, chosen, learned)
-            if self._fit_exact_cv(grams, y, sample_weight, alphas, start=start):
+            best = self._exact_search(grams, y, sample_weight, alphas, start=start)
+            if best is not None:
+                self._set_exact_search(best, y)
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, cache=True)
@@ -1153,10 +1159,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             and not np.all(sample_weight > 0)
         )
 
-    def _fit_exact_cv(
+    def _exact_search(
         self, grams, y, sample_weight, alphas, reference=None, start=None
     ):
-        """Exact kernel ridge at the penalty its exact leave-one-out prefers.
+        """Exact kernel ridge at the penalty its exact leave-one-out prefers:
+        ``(score, alpha, dual, intercept)`` (for :meth:`_set_exact_search`),
+        or None when no exact fit wins or none has a Cholesky factor.  Sets
+        nothing.
 
         Up to :data:`EXACT_GRID_ROWS` rows every penalty of the grid is
         scored.  Beyond, each costs a factorisation (``2 n^3 / 3`` flops
@@ -1180,12 +1189,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         ``grams`` is a list holding ``K`` in the landmarks' order, taken out
         and consumed by the first factorisation (no copy of it is kept
         between factorisations); the others recompute it (``n^2 d``
-        flops).  False when no exact fit wins or none has a Cholesky
-        factor.
+        flops).
         """
         n = grams[0].shape[0]
         if not self._exact_scorable(sample_weight):
-            return False
+            return None
         progress = Progress(self.verbose, type(self).__name__)
 
         def fit(alpha, block=None):
@@ -1196,11 +1204,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                     if grams
                     else nystroem._kernel_to_landmarks(nystroem.components_)
                 )
-            residuals = self._fit_every_row(
+            solved = self._exact_solution(
                 block, y, sample_weight, float(alpha), loo=True
             )
-            if residuals is None:
+            if solved is None:
                 return None
+            dual, intercept, residuals = solved
             score = self._exact_score(residuals, y, sample_weight)
             progress(
                 f"exact kernel ridge at penalty {alpha:.4g}: "
@@ -1208,7 +1217,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             )
             # A NaN score never wins.
             score = -np.inf if np.isnan(score) else score
-            return (score, float(alpha), self.dual_coef_, self.intercept_)
+            return (score, float(alpha), dual, intercept)
 
         def better(candidate, incumbent):
             if candidate is None:
@@ -1239,16 +1248,20 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             if not moved:
                 best, _ = climb(fit, below[-1:0:-1], best, better)
         if best is None or best[2] is None:
-            return False
-        self.best_score_, self.alpha_, self.dual_coef_, self.intercept_ = best
+            return None
+        return best
+
+    def _set_exact_search(self, best, y):
+        """The fit of the penalty an exact search chose (:meth:`_exact_search`)."""
+        self.best_score_, self.alpha_, dual, intercept = best
+        self._set_exact(dual, intercept, y)
         self.nystroem_.alpha_ = self.alpha_
-        return True
 
     def _exact_probe(self, X, y, sample_weight, alphas):
         """After a low-rank fit whose kernel matrix fits the exact budget:
         exact kernel ridge at smaller penalties of the grid, kept if its
         exact leave-one-out beats the low-rank fit's by ``loss_tol``
-        (:meth:`_fit_exact_cv`); else the low-rank transformer is restored.
+        (:meth:`_exact_search`); else the low-rank transformer is restored.
         Only for the kernels that are positive semi-definite by construction,
         whose ``K + alpha I`` the exact fit factors (the others would take
         the pseudo-inverse route of ``n`` landmarks, ``O(n^3)`` for nothing).
@@ -1278,18 +1291,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return False
         grams = [every_row.gram]
         del every_row  # the search consumes K
-        if self._fit_exact_cv(
-            grams,
-            y,
-            sample_weight,
-            alphas,
-            reference=(self.best_score_, self.alpha_),
-        ):
+        reference = (self.best_score_, self.alpha_)
+        best = self._exact_search(grams, y, sample_weight, alphas, reference)
+        if best is not None:
+            self._set_exact_search(best, y)
             return True
         self.nystroem_, self.n_components_ = low_rank
-        # The exact fits' solver state, which the low-rank fit does not set.
-        for name in ("_refined", "_n_refine_passes"):
-            self.__dict__.pop(name, None)
         return False
 
     def _exact_score(self, residuals, y, sample_weight):
