@@ -68,6 +68,9 @@ class LandmarkSelection(NamedTuple):
         the factor (:attr:`~sklearn_dof._certificate.LossCertificate.fit`,
         its coefficients cut to the rank chosen): the caller's Newton
         method starts there.
+    cap : int or None
+        The largest rank an automatic rank could take (:func:`_rank_cap`;
+        None for an int rank).
     """
 
     landmarks: np.ndarray
@@ -78,6 +81,7 @@ class LandmarkSelection(NamedTuple):
     requested: int | None = None
     alpha: float | None = None
     start: object = None
+    cap: int | None = None
 
     @property
     def points(self):
@@ -165,7 +169,8 @@ def select_landmarks(
         )
     else:
         selection = _fixed_rank_landmarks(source, n_components, alpha)
-    return _with_landmark_gram(selection, source)
+        max_rank = None
+    return _with_landmark_gram(selection._replace(cap=max_rank), source)
 
 
 class _Source(NamedTuple):

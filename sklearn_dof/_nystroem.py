@@ -59,14 +59,15 @@ def _numeric_response(y, n_samples):
     return y if np.isfinite(y).all() else None
 
 
-def _cap_warning(nystroem, rank, requested, detail, n_samples):
+def _cap_warning(nystroem, rank, selection, detail, n_samples):
     """The warning of an automatic rank stopped at ``rank`` short of the
-    rank ``requested``: by ``max_components`` where it was given, else by
-    the memory budget, by the rows, or by the kernel's numerical rank on the
-    rows read (no column left to add); it names the memory a certified fit
-    at ``requested`` needs."""
+    rank ``selection.requested``, below ``selection.cap``: by
+    ``max_components`` where it was given, else by the memory budget, by the
+    rows, or by the kernel's numerical rank on the rows read (no column left
+    to add); it names the memory a certified fit at the rank requested
+    needs."""
+    requested, cap = selection.requested, selection.cap
     needed = _memory.format_bytes(_memory.rank_bytes(requested))
-    cap = min(n_samples, nystroem.max_components or _memory.default_max_components())
     start = f"n_components={nystroem.n_components!r} stopped at "
     if rank >= n_samples:
         start += f"all {n_samples} rows"
@@ -545,7 +546,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
                 "the penalty)"
             )
         warnings.warn(
-            _cap_warning(self, rank, selection.requested, detail, n_samples),
+            _cap_warning(self, rank, selection, detail, n_samples),
             UserWarning,
             stacklevel=user_stacklevel(),
         )

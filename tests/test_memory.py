@@ -4,6 +4,7 @@ import subprocess
 import sys
 import tracemalloc
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -114,14 +115,22 @@ def test_the_warning_names_the_rank_and_the_memory_it_needs():
 def test_the_warning_says_what_stopped_the_rank():
     from sklearn_dof._nystroem import _cap_warning
 
+    def stopped(requested, cap):
+        return SimpleNamespace(requested=requested, cap=cap)
+
     with config_context(memory_budget=40 * 1000**2):  # a default cap of 1,000
         auto = DoFNystroem()
         # Short of the cap: no column left to add, not memory.
-        text = _cap_warning(auto, 300, 600, "the estimate", 5000)
+        text = _cap_warning(auto, 300, stopped(600, 1000), "the estimate", 5000)
         assert "numerical rank" in text and "memory budget" not in text
-        text = _cap_warning(auto, 1000, 2000, "the estimate", 5000)
+        text = _cap_warning(auto, 1000, stopped(2000, 1000), "the estimate", 5000)
         assert "the memory budget of 38 MiB allows" in text
         assert f"need about {_memory.format_bytes(_memory.rank_bytes(2000))}" in text
-        text = _cap_warning(DoFNystroem(max_components=500), 500, 900, "it", 5000)
+        capped = DoFNystroem(max_components=500)
+        text = _cap_warning(capped, 500, stopped(900, 500), "it", 5000)
         assert "stopped at max_components=500" in text
-        assert "all 800 rows" in _cap_warning(auto, 800, 900, "it", 800)
+        assert "all 800 rows" in _cap_warning(auto, 800, stopped(900, 800), "it", 800)
+        # The cap the rounds had, not one derived again: where the exact
+        # route lifted it to the rows, a rank short of them is the kernel's.
+        text = _cap_warning(auto, 1000, stopped(2000, 5000), "the estimate", 5000)
+        assert "numerical rank" in text
