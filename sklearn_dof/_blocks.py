@@ -76,7 +76,7 @@ def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
 
 
 class _GramTerm:
-    """``B^T B`` of a block ``B``, summed by :func:`_add` into a
+    """``B^T B`` of a block ``B``, summed by :func:`add_terms` into a
     :class:`_GramSum`."""
 
     __slots__ = ("block",)
@@ -162,7 +162,7 @@ def gram_total(total):
     return total.total
 
 
-def _one_blas_thread():
+def one_blas_thread():
     """Whether every BLAS loaded in the process runs a single thread, as in
     the workers of a parallel pass (False when none is recognised: the
     general route then)."""
@@ -175,11 +175,11 @@ def _in_place_syrk():
     parallel pass (False when none is recognised: the general route then),
     and, in a worker, the call releases the GIL (scipy's Python wrappers
     do not: the workers would run one at a time)."""
-    return _one_blas_thread() and (_blas.releases_gil() or not _parallel.in_worker())
+    return one_blas_thread() and (_blas.releases_gil() or not _parallel.in_worker())
 
 
 def _merge(total, other):
-    """``total + other`` for two partial results of :func:`_add` (the
+    """``total + other`` for two partial results of :func:`add_terms` (the
     workers' sums of a parallel pass), in place in ``total``."""
     if other is None:
         return total
@@ -192,10 +192,10 @@ def _merge(total, other):
             total.total += other.total
             return total
         return gram_total(total) + gram_total(other)
-    return _add(total, other)
+    return add_terms(total, other)
 
 
-def _add(total, term):
+def add_terms(total, term):
     """``total + term`` for arrays, numbers, :class:`_GramTerm`, or tuples.
 
     Arrays are added in place after a first copy (a statistic may return a
@@ -205,7 +205,7 @@ def _add(total, term):
     if isinstance(term, tuple):
         if total is None:
             total = (None,) * len(term)
-        return tuple(_add(a, b) for a, b in zip(total, term, strict=True))
+        return tuple(add_terms(a, b) for a, b in zip(total, term, strict=True))
     if isinstance(term, _GramTerm):
         return (_GramSum() if total is None else total).add(term)
     if total is None:
@@ -325,7 +325,7 @@ def streamed(statistic, feature_map, chunk, X, *row_arrays):
     total = None
     for rows in gen_batches(X.shape[0], chunk):
         term = statistic(feature_map(X[rows]), *(a[rows] for a in row_arrays))
-        total = _add(total, term)
+        total = add_terms(total, term)
     return total
 
 
@@ -336,10 +336,10 @@ def streamed_map(function, feature_map, chunk, X, *row_arrays):
         function(feature_map(X[rows]), *(a[rows] for a in row_arrays))
         for rows in gen_batches(X.shape[0], chunk)
     ]
-    return _stack(parts)
+    return stack_rows(parts)
 
 
-def _stack(parts):
+def stack_rows(parts):
     """Row-wise results (arrays or tuples of them) stacked."""
     if isinstance(parts[0], tuple):
         return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
@@ -507,7 +507,7 @@ class FeatureBlocks:
                 else:
                     X_b = self.X[sl]
                     term = streamed(statistic, self.feature_map, chunk, X_b, *arrays)
-                total = _add(total, term)
+                total = add_terms(total, term)
             return total
 
         total = None
@@ -534,7 +534,7 @@ class FeatureBlocks:
                     )
             return parts
 
-        return _stack([part for group in self._pass(work) for part in group])
+        return stack_rows([part for group in self._pass(work) for part in group])
 
     def first_block(self):
         """Features of the first block."""

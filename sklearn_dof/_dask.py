@@ -55,9 +55,9 @@ from sklearn.utils.validation import (
 from . import _kernels, _linalg, _tiles
 from ._blocks import (
     FeatureBlocks,
-    _add,
-    _stack,
+    add_terms,
     materialize,
+    stack_rows,
     stream_rows,
     streamed,
     streamed_map,
@@ -136,7 +136,7 @@ def _call_streamed_map(box, feature_map, chunk, X_block, *row_blocks):
 
 
 def _sum_terms(*terms):
-    return functools.reduce(_add, terms)
+    return functools.reduce(add_terms, terms)
 
 
 def _tree_sum(terms, split_every=SPLIT_EVERY):
@@ -682,7 +682,9 @@ class DaskFeatureBlocks(FeatureBlocks):
     def map(self, function, *row_arrays, stream=False):
         """Row-wise results ``function(Phi_b, ...)``, gathered as numpy
         (``stream``: as in :meth:`reduce`)."""
-        return _stack(_compute(*self._pass_tasks(function, row_arrays, stream, True)))
+        return stack_rows(
+            _compute(*self._pass_tasks(function, row_arrays, stream, True))
+        )
 
     def first_block(self):
         return _dask().compute(self._phi_blocks()[0])[0]

@@ -144,7 +144,7 @@ def degrees_of_freedom(K, alpha):
     return DegreesOfFreedom(leverage, (shrink**2).sum(), alpha)
 
 
-def _averaged_dof(chol, alpha, n, uniform):
+def averaged_dof(chol, alpha, n, uniform):
     """Estimated ``d_ave`` from the spectrum of the factor."""
     if chol.rank == 0:
         spectrum = np.zeros(0)
@@ -166,7 +166,7 @@ def _lower_bounds(chol, alpha):
     return chol.quadratic_forms(chol.gram() + alpha * np.eye(G.shape[1]))
 
 
-def _landmark_dof(landmark_scores, spectrum, alpha, n_samples):
+def landmark_row_dof(landmark_scores, spectrum, alpha, n_samples):
     """``(d_max, d_eff, d_ave)`` from the landmark rows alone, in ``O(p^3)``.
 
     ``landmark_scores`` are leverage scores of the landmark rows and
@@ -208,8 +208,8 @@ def _shrinkage_traces(A, alpha):
     return trace, frobenius, diag
 
 
-def _uniform_landmark_dof(gram, alpha, n_samples):
-    """:func:`_landmark_dof` of ``p`` uniform landmarks from ``K(I, I)`` by
+def uniform_landmark_dof(gram, alpha, n_samples):
+    """:func:`landmark_row_dof` of ``p`` uniform landmarks from ``K(I, I)`` by
     Cholesky, without its eigendecomposition.
 
     ``A = (n / p) K(I, I)`` estimates the Gram matrix of the features (see
@@ -302,8 +302,8 @@ def leverage_score_bounds(G, pivots, residual, alpha):
     return lower, np.clip(estimate, lower, upper), upper
 
 
-def _unclipped_d_eff(chol, alpha):
-    """``sum_i`` of the score estimates of :func:`_dof_from_factor` in
+def unclipped_d_eff(chol, alpha):
+    """``sum_i`` of the score estimates of :func:`dof_from_factor` in
     ``O(r^3)``, or None when it needs them row by row.
 
     The estimate of row ``i`` is ``min(lower_i + res_i / (2 alpha), 1)``
@@ -328,7 +328,7 @@ def _unclipped_d_eff(chol, alpha):
     ) / (2.0 * alpha)
 
 
-def _sampling_scores(chol, alpha):
+def sampling_scores(chol, alpha):
     """``min(1, [L (L + alpha I)^-1]_ii + (K - L)_ii / alpha)``.
 
     The leverage score of the current approximation plus the most the
@@ -342,7 +342,7 @@ def _sampling_scores(chol, alpha):
     return np.minimum(lower + chol.residual / alpha, 1.0)
 
 
-def _dof_from_factor(
+def dof_from_factor(
     chol, alpha, n, uniform=True, bounds=True, spectrum=True, lower=None
 ):
     """The :class:`DegreesOfFreedom` of a factor; ``lower``, when given, are
@@ -356,7 +356,7 @@ def _dof_from_factor(
             lower = _lower_bounds(chol, alpha)
         upper = None
         estimate = np.clip(lower + 0.5 * chol.residual / alpha, lower, 1.0)
-    d_ave = _averaged_dof(chol, alpha, n, uniform) if spectrum else np.nan
+    d_ave = averaged_dof(chol, alpha, n, uniform) if spectrum else np.nan
     return DegreesOfFreedom(
         estimate, d_ave, alpha, lower=lower, upper=upper, n_columns=len(chol.pivots)
     )

@@ -28,10 +28,10 @@ from ._certificate import (
     penalty_errors,
 )
 from ._dof import (
-    _averaged_dof,
-    _dof_from_factor,
-    _unclipped_d_eff,
-    _uniform_landmark_dof,
+    averaged_dof,
+    dof_from_factor,
+    unclipped_d_eff,
+    uniform_landmark_dof,
 )
 from ._kernels import KernelColumns, get_kernel_params
 from ._progress import SILENT
@@ -148,13 +148,13 @@ def estimate_degrees_of_freedom(
     check_kernel_is_psd(kernel)
     access = KernelColumns(X, kernel, params, n_jobs)
     with _parallel.use_n_jobs(n_jobs):
-        estimate = _estimate_from_access(
+        estimate = estimate_from_access(
             access, alpha, n_columns, tol, random_state, SAMPLING_RULES[sampling]
         )
     return estimate[0]
 
 
-def _estimate_from_access(
+def estimate_from_access(
     access,
     alpha,
     n_columns,
@@ -203,7 +203,7 @@ def _estimate_from_access(
             # ``previous``, which needs d_eff alone: skip its O(n r^2) scores
             # when d_eff has an O(r^3) form.  (The last round always returns
             # its scores.)
-            d_eff = _unclipped_d_eff(chol, alpha)
+            d_eff = unclipped_d_eff(chol, alpha)
             if d_eff is not None and not _converged(
                 _DEff(d_eff), previous, chol, alpha, tol, certify_d_eff, statistic
             ):
@@ -211,7 +211,7 @@ def _estimate_from_access(
                 continue
         # d_ave (an eigendecomposition of the factor's Gram matrix) is not
         # read by the stopping rule: it is computed once, at the end.
-        dof = _dof_from_factor(
+        dof = dof_from_factor(
             chol, alpha, n, uniform=uniform, bounds=False, spectrum=False
         )
         if n_columns is not None or _converged(
@@ -220,14 +220,14 @@ def _estimate_from_access(
             break
         previous = dof
     if bounds:
-        dof = _dof_from_factor(chol, alpha, n, uniform=uniform)
+        dof = dof_from_factor(chol, alpha, n, uniform=uniform)
     else:
-        dof.d_ave = _averaged_dof(chol, alpha, n, uniform)
+        dof.d_ave = averaged_dof(chol, alpha, n, uniform)
     return dof, chol, grow
 
 
 # Address space reserved for the factor of the doubling estimate (see
-# _estimate_from_access); only the columns written take memory.
+# estimate_from_access); only the columns written take memory.
 _RESERVE_BYTES = 2**30
 
 
@@ -240,7 +240,7 @@ def _capped(schedule, max_rank):
 
 
 class RankRequest(NamedTuple):
-    """What the rounds of :func:`_certified_estimate` certify a rank for.
+    """What the rounds of :func:`certified_estimate` certify a rank for.
 
     Attributes
     ----------
@@ -406,7 +406,7 @@ class LogLoss(Objective):
 OBJECTIVES = {objective.name: objective for objective in (SquaredLoss(), LogLoss())}
 
 
-def _certified_estimate(access, request):
+def certified_estimate(access, request):
     """Rounds of ``request.rule`` until the :class:`LossCertificate` of the
     factor certifies a rank (:func:`_round_certificate`), or
     ``request.max_rank`` pivots, for a :class:`RankRequest`; one line per
@@ -455,7 +455,7 @@ def _certified_estimate(access, request):
             )
             break
         last = p >= max_rank or len(chol.pivots) == before[0]
-        far = not last and not chol.complete and 4 * p <= _EXACT_FRACTION * n
+        far = not last and not chol.complete and 4 * p <= EXACT_FRACTION * n
         if far and objective.unresolved(chol, alpha):
             # A plateau of this factor is no evidence: the rank doubles, as
             # the doubling estimate's does below 2 d_eff columns (_converged),
@@ -591,7 +591,7 @@ def _next_rank(grown, n_samples, max_rank, objective):
         target = pivots + math.ceil(lacking * (pivots - grown.pivots_before) / added)
     else:
         target = 2 * grown.requested
-    half = _EXACT_FRACTION * n_samples
+    half = EXACT_FRACTION * n_samples
     if 2 * target > half and grown.unresolved and grown.certified is None:
         target = max_rank
     # A loss without an exact fit whose cap is the rows themselves: a rank
@@ -656,7 +656,7 @@ def _certified_dof(chol, alpha, n, rule, certificate, access):
     ``n r^2`` over the rows (doc/design/logistic.rst, "Measurements behind
     the code's choices").  Pivots that are a uniform sample of the rows
     give them as an int fit on those landmarks would
-    (:func:`~sklearn_dof._dof._uniform_landmark_dof`, from
+    (:func:`~sklearn_dof._dof.uniform_landmark_dof`, from
     ``K(I, I)``), without the factor's Gram matrix, which those rounds
     never form (:func:`~sklearn_dof._certificate.logistic_certificate`)."""
     if certificate is not None and certificate.fit is not None:
@@ -665,7 +665,7 @@ def _certified_dof(chol, alpha, n, rule, certificate, access):
             if (dof.landmarks >= 0).all():
                 return dof
         return _PivotRowDoF(chol, alpha, n)
-    return _dof_from_factor(
+    return dof_from_factor(
         chol,
         alpha,
         n,
@@ -678,11 +678,11 @@ def _certified_dof(chol, alpha, n, rule, certificate, access):
 
 def _first_round(max_rank, n_samples):
     """Columns of the first round of the certified rank: 32, or, when the
-    cap binds below ``_EXACT_FRACTION * n``, the cap halved down to
+    cap binds below ``EXACT_FRACTION * n``, the cap halved down to
     ``[32, 64)``, so that the doubling ends on the cap and the round before
     it costs a quarter of it (640: 40, 80, ..., 320, 640 rather than 32,
     ..., 512, 640, a certificate and Gram matrix of 512 columns)."""
-    if max_rank >= _EXACT_FRACTION * n_samples:
+    if max_rank >= EXACT_FRACTION * n_samples:
         return min(32, max_rank)
     p = max_rank
     while p >= 64:
@@ -695,8 +695,8 @@ def _first_round(max_rank, n_samples):
 _SPECTRUM_RANK = 1024
 
 # Past this fraction of n rows as landmarks the certified rounds go to the
-# cap at once (see _certified_estimate).
-_EXACT_FRACTION = 0.5
+# cap at once (see certified_estimate).
+EXACT_FRACTION = 0.5
 
 # Doublings of the rank above a certified rank over which the estimated loss
 # must stay within loss_tol before the rounds stop.  The leave-one-out
@@ -723,7 +723,7 @@ _PIVOT_ROW_CHUNK = 1024
 class _LandmarkDoF:
     """``d_max``, ``d_eff``, ``d_ave`` and the columns of the ``r`` uniform
     pivots of a factor, as an int fit on them reports them: from ``A = (n /
-    r) K(I, I)`` (:func:`~sklearn_dof._dof._uniform_landmark_dof`, ``r^3``
+    r) K(I, I)`` (:func:`~sklearn_dof._dof.uniform_landmark_dof`, ``r^3``
     flops), or :class:`_PivotRowDoF`'s where ``A + alpha I`` has no
     Cholesky factor.  The pivots are those behind the factor's columns (a
     pivot whose residual vanished adds none), ``landmarks``.
@@ -745,7 +745,7 @@ class _LandmarkDoF:
     def _read(self):
         if self._values is None:
             chol, alpha, n, access = self._inputs
-            self._values = _uniform_landmark_dof(
+            self._values = uniform_landmark_dof(
                 access.landmark_gram(self.landmarks), alpha, n
             )
             if self._values is None:
@@ -766,7 +766,7 @@ class _PivotRowDoF:
     the scores ``g_i^T (G^T G + alpha I)^{-1} g_i`` of the pivot rows alone,
     a uniform sample of the rows for uniform pivots, the worst explained
     rows for the others (at least ``d_eff``, as for a fit at a given rank,
-    ``_dof._landmark_dof``).  ``d_ave`` is set by the caller."""
+    ``_dof.landmark_row_dof``).  ``d_ave`` is set by the caller."""
 
     def __init__(self, chol, alpha, n):
         self.n_columns = len(chol.pivots)

@@ -15,11 +15,11 @@ from sklearn.metrics.pairwise import pairwise_kernels
 from . import _dask, _memory
 from ._certificate import NOISE_SHARE
 from ._estimate import (
-    _EXACT_FRACTION,
+    EXACT_FRACTION,
     OBJECTIVES,
     RankRequest,
-    _certified_estimate,
-    _estimate_from_access,
+    certified_estimate,
+    estimate_from_access,
 )
 from ._landmark_block import PLAIN_FIT
 from ._progress import SILENT
@@ -269,7 +269,7 @@ def _dof_landmarks(source, alpha, tol, max_rank, progress):
     landmarks)."""
     access, rule = source.access, source.rule
     estimate_rule = rule.estimate_rule()
-    dof, chol, grow = _estimate_from_access(
+    dof, chol, grow = estimate_from_access(
         access,
         alpha,
         None,
@@ -418,7 +418,7 @@ class _CertifiedRounds(NamedTuple):
     """The certified rounds that chose the rank (:func:`_ladder_rounds`).
 
     ``dof``, ``chol``, ``grow`` and ``certificate`` as
-    :func:`~sklearn_dof._estimate._certified_estimate` returns them; ``rows``
+    :func:`~sklearn_dof._estimate.certified_estimate` returns them; ``rows``
     the rows they read (None: all of them) and ``alpha`` the penalty
     certified, on every row's scale (None without a grid).
     """
@@ -467,7 +467,7 @@ def _ladder_rounds(source, alpha, request, loss_tol, max_rank, progress):
             subset = access.row_subset(rows)
             scale = len(rows) / n_samples
             response = response[rows]
-        dof, chol, grow, certificate, chosen = _certified_estimate(
+        dof, chol, grow, certificate, chosen = certified_estimate(
             subset,
             asked._replace(
                 alpha=alpha * scale,
@@ -521,7 +521,7 @@ def _chosen_rank(certificate, loss_tol, n_samples, max_rank, objective):
         if certificate.complete or certificate.rank < max_rank:
             return certificate.rank, None
         return certificate.rank, min(n_samples, 2 * certificate.rank)
-    if rank is not None and certificate.complete and rank > _EXACT_FRACTION * n_samples:
+    if rank is not None and certificate.complete and rank > EXACT_FRACTION * n_samples:
         # Near n, exact: the rows that remain cost little more.
         rank = certificate.rank
     if rank is not None and objective.keeps_grown_rank:

@@ -17,8 +17,8 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _array_api, _dask, _linalg, _memory, _parallel, _tiles
-from ._blocks import FeatureBlocks, _one_blas_thread, kernel_product
-from ._dof import _landmark_dof, _uniform_landmark_dof
+from ._blocks import FeatureBlocks, kernel_product, one_blas_thread
+from ._dof import landmark_row_dof, uniform_landmark_dof
 from ._kernel_objects import is_kernel_object
 from ._kernels import (
     CHUNK_ENTRIES,
@@ -132,7 +132,7 @@ class _TriangularFeatures:
         self.params = params
         self.triangular = triangular
         self.n_jobs = n_jobs
-        self.triangular_product = _one_blas_thread()
+        self.triangular_product = one_blas_thread()
         self.columns = kernel_columns(landmarks, kernel, params)
 
     def stream_rows(self):
@@ -610,7 +610,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         """
         p = indices.shape[0]
         if chol is None and eigvals is None:
-            dof = _uniform_landmark_dof(gram, self.alpha_, n_samples)
+            dof = uniform_landmark_dof(gram, self.alpha_, n_samples)
             if dof is not None:
                 return (*dof, p)
             eigvals, eigvecs, _ = _linalg.landmark_eigh(gram)
@@ -624,7 +624,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             scores = chol.quadratic_forms(
                 gram + self.alpha_ * np.eye(gram.shape[0]), rows=indices
             )
-        d_max, d_eff, d_ave = _landmark_dof(scores, spectrum, self.alpha_, n_samples)
+        d_max, d_eff, d_ave = landmark_row_dof(scores, spectrum, self.alpha_, n_samples)
         return d_max, d_eff, d_ave, p
 
     def _points_dof(self, access, X, estimate):

@@ -27,7 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
 from . import _dask
-from ._dof import _sampling_scores
+from ._dof import sampling_scores
 from ._sampling import PartialCholesky, uniform_columns
 
 
@@ -160,7 +160,7 @@ class LeverageRule(SamplingRule):
     The first 32 pivots are uniform; then each round adds a quarter more
     pivots (at least 32), drawn without replacement with probabilities
     proportional to approximate ridge leverage scores from the factor so
-    far (:func:`~sklearn_dof._dof._sampling_scores`), so that regions the
+    far (:func:`~sklearn_dof._dof.sampling_scores`), so that regions the
     factor already explains are sampled less, round after round.  Each
     round costs ``O(n r^2)``, a constant times one round at the final rank
     in all.  The Nystroem approximation ``K_{:S} (K_{SS})^+ K_{S:}`` does
@@ -201,7 +201,7 @@ def _add_leverage_samples(chol, p, alpha, rng):
             candidates = np.setdiff1d(np.arange(n), chol.pivots)
             block = rng.choice(candidates, size=min(k, candidates.size), replace=False)
         else:
-            weights = _sampling_scores(chol, alpha)
+            weights = sampling_scores(chol, alpha)
             weights[chol.pivots] = 0.0
             positive = np.flatnonzero(weights > 0)
             if positive.size == 0:

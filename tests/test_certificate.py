@@ -410,8 +410,8 @@ def test_rank_is_certified_on_the_fewest_rows_that_suffice(lam, expected, monkey
     assert [len(rows) for rows in ladder[:-1]] == [1000, 2000] and ladder[-1] is None
     assert set(ladder[0]) <= set(ladder[1])  # nested draws
     calls = []
-    recording = _recording(_estimate._certified_estimate, calls)
-    monkeypatch.setattr(_landmarks, "_certified_estimate", recording)
+    recording = _recording(_estimate.certified_estimate, calls)
+    monkeypatch.setattr(_landmarks, "certified_estimate", recording)
     alpha, gamma = n * lam, 0.25
     model = DoFKernelRidge(alpha=alpha, gamma=gamma, random_state=0).fit(X, y)
     assert [rows for rows, _ in calls] == expected
@@ -428,7 +428,7 @@ def test_rank_is_certified_on_the_fewest_rows_that_suffice(lam, expected, monkey
 
 
 def _recording(function, lines):
-    """``_certified_estimate``, noting the rows and first round of each
+    """``certified_estimate``, noting the rows and first round of each
     call."""
 
     def record(access, request):
@@ -936,7 +936,7 @@ def _rounds_grown(objective, max_rank, first):
         progress=lines.append,
         first=first,
     )
-    _estimate._certified_estimate(KernelColumns(X, "rbf", {"gamma": 0.2}), request)
+    _estimate.certified_estimate(KernelColumns(X, "rbf", {"gamma": 0.2}), request)
     return [int(line.split(": ")[1].split(" columns")[0]) for line in lines]
 
 
@@ -1157,10 +1157,10 @@ def test_uniform_two_class_rounds_report_the_dof_of_an_int_fit_on_their_pivots(
 
     monkeypatch.setattr(_sampling.PartialCholesky, "gram", counted)
     estimates = []
-    landmark_dof = _estimate._uniform_landmark_dof
+    landmark_dof = _estimate.uniform_landmark_dof
     monkeypatch.setattr(
         _estimate,
-        "_uniform_landmark_dof",
+        "uniform_landmark_dof",
         lambda *args: estimates.append(args) or landmark_dof(*args),
     )
     params = dict(alpha=1.0, gamma=0.1, random_state=0)

@@ -10,7 +10,7 @@ from sklearn_dof import (
     estimate_degrees_of_freedom,
     leverage_score_bounds,
 )
-from sklearn_dof._dof import _landmark_dof, _uniform_landmark_dof
+from sklearn_dof._dof import landmark_row_dof, uniform_landmark_dof
 from sklearn_dof._sampling import PartialCholesky, _matrix_columns
 from sklearn_dof.datasets import make_periodic_spline
 
@@ -149,8 +149,8 @@ def test_uniform_landmark_dof_by_cholesky_matches_eigenvalues(alpha):
     eigvals, eigvecs = np.linalg.eigh(K)
     spectrum = (n / p) * eigvals
     scores = (eigvecs**2) @ (eigvals / (spectrum + alpha))
-    expected = _landmark_dof(scores, spectrum, alpha, n)
-    d_max, d_eff, d_ave = _uniform_landmark_dof(K, alpha, n)
+    expected = landmark_row_dof(scores, spectrum, alpha, n)
+    d_max, d_eff, d_ave = uniform_landmark_dof(K, alpha, n)
     np.testing.assert_allclose([d_max, d_eff, d_ave], expected, rtol=1e-9)
     assert d_ave <= d_eff <= d_max
 
@@ -162,15 +162,15 @@ def test_d_eff_rounds_without_row_scores(monkeypatch):
     chol.add(np.arange(0, 1500, 25))
     # alpha above the kernel's diagonal (1): no score estimate reaches 1, and
     # the O(r^3) sum is the sum of the row estimates.
-    row_sum = _dof._dof_from_factor(chol, 10.0, 1500, bounds=False, spectrum=False)
-    assert _dof._unclipped_d_eff(chol, 10.0) == pytest.approx(row_sum.d_eff, rel=1e-12)
-    assert _dof._unclipped_d_eff(chol, 0.5) is None
+    row_sum = _dof.dof_from_factor(chol, 10.0, 1500, bounds=False, spectrum=False)
+    assert _dof.unclipped_d_eff(chol, 10.0) == pytest.approx(row_sum.d_eff, rel=1e-12)
+    assert _dof.unclipped_d_eff(chol, 0.5) is None
     # The automatic rank is the one of the row-by-row rounds.
     fitted = [
         DoFNystroem(gamma=0.5, alpha=10.0, sampling=s, random_state=0).fit(X)
         for s in ("rpcholesky", "leverage")
     ]
-    monkeypatch.setattr(_dof, "_unclipped_d_eff", lambda chol, alpha: None)
+    monkeypatch.setattr(_dof, "unclipped_d_eff", lambda chol, alpha: None)
     for model in fitted:
         reference = clone(model).fit(X)
         assert model.n_components_ == reference.n_components_
