@@ -53,6 +53,7 @@ from ._blocks import _BUFFERS_PER_ROW
 from ._cg import pcg_ridge
 from ._landmark_block import FitRequest
 from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL, SHIFT_FIRST_COMPONENTS
+from ._loo import loo_residuals, ridge_spectrum, squared_sums
 from ._sampling import uniform_columns
 from ._validation import user_stacklevel
 
@@ -635,30 +636,27 @@ def fit_ridge(
 def loo_scores(features, sums, y, sample_weight, fit_intercept, alphas):
     """Negative weighted mean squared leave-one-out error of each penalty,
     from one eigendecomposition and one more pass over the rows (the NumPy
-    path's ``_ridge_solve.cv_errors``)."""
+    path's ``_ridge_solve.cv_errors``; :mod:`sklearn_dof._loo`)."""
     xp, device = features.xp, features.device
     f64 = xp.float64
-    gram = sums.gram
-    eigvals, V = xp.linalg.eigh(0.5 * (gram + gram.T))
-    eigvals = xp.where(eigvals > 0, eigvals, 0.0)
-    alphas_xp = xp.asarray(alphas, dtype=f64, device=device)
-    shrinks = 1.0 / (eigvals[:, None] + alphas_xp[None, :])  # (r, n_alphas)
-    ZT_y = V.T @ sums.rhs
     w = None if sample_weight is None else xp.astype(sample_weight, f64)
     n = features.X.shape[0]
     total_w = n if w is None else float(xp.sum(w))
-    intercept_scale = 1.0 / total_w if fit_intercept else 0.0
-    totals = xp.zeros((alphas_xp.shape[0],), dtype=f64, device=device)
+    spectrum = ridge_spectrum(
+        sums.gram,
+        sums.rhs,
+        xp.asarray(alphas, dtype=f64, device=device),
+        offset=sums.phi_mean,
+        y_offset=sums.y_mean,
+        total_weight=total_w if fit_intercept else None,
+        xp=xp,
+    )
+    totals = xp.zeros((spectrum.shrinks.shape[1],), dtype=f64, device=device)
     y = xp.astype(y, f64)
     for rows, Phi in features.blocks():
-        Z = (Phi - sums.phi_mean) @ V
-        y_c = y[rows, ...] - sums.y_mean
-        w_b = xp.ones((Z.shape[0],), dtype=f64, device=device) if w is None else w[rows]
-        leverage = w_b[:, None] * ((Z * Z) @ shrinks + intercept_scale)  # (b, a)
-        for i in range(alphas_xp.shape[0]):
-            residual = y_c - Z @ (shrinks[:, i : i + 1] * ZT_y)
-            errors = residual / (1.0 - leverage[:, i : i + 1])
-            totals[i] = totals[i] + xp.sum(w_b[:, None] * errors * errors)
+        w_b = None if w is None else w[rows]
+        residuals = loo_residuals(Phi, y[rows, ...], spectrum, w_b, xp=xp)
+        totals = totals + squared_sums(residuals, w_b, xp=xp)
     return -to_host(totals) / (n * y.shape[1])
 
 

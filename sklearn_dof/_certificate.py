@@ -46,6 +46,7 @@ from scipy.special import expit, logsumexp, softmax
 from . import _tiles
 from ._blocks import FeatureBlocks, for_row_blocks, normal_equations
 from ._linalg import lower_triangular_inverse
+from ._loo import loo_residuals, ridge_spectrum, squared_sums
 from ._newton import DEFAULT_MAX_HESSIAN_BYTES, CurvatureFactor, logistic_newton
 from ._sampling import PrefixSums
 
@@ -956,7 +957,7 @@ def penalty_errors(
     (at most ``max_rank``) at each penalty: one eigendecomposition of their
     Gram matrix (``O(r^3)``) and one pass over them by blocks of rows
     (``O(n r^2)``), then ``O(n r)`` per penalty, as in
-    :class:`~sklearn.linear_model.RidgeCV`.
+    :class:`~sklearn.linear_model.RidgeCV` (:mod:`~sklearn_dof._loo`).
 
     Returns an array of shape (len(penalties),).
     """
@@ -964,30 +965,26 @@ def penalty_errors(
     G = factor.factor[:, :r]
     n = G.shape[0]
     y = np.asarray(response, dtype=np.float64)
-    mean = np.zeros(r)
+    if center:
+        y = y - y.mean(axis=0)
+    penalties = np.asarray(penalties, dtype=np.float64)
+    if r == 0:
+        return np.full(penalties.shape[0], float((y * y).sum(axis=1).mean()))
+    mean = None
     gram = np.asarray(factor.gram(), dtype=np.float64)[:r, :r]
     if center:
         mean = G.mean(axis=0, dtype=np.float64)
-        y = y - y.mean(axis=0)
         gram = gram - n * np.outer(mean, mean)
-    penalties = np.asarray(penalties, dtype=np.float64)
+    # G^T y_c = G_c^T y_c: the centred targets sum to zero.
+    rhs = G.T.astype(np.float64, copy=False) @ y
+    spectrum = ridge_spectrum(
+        gram, rhs, penalties, offset=mean, total_weight=n if center else None
+    )
     squares = np.zeros(penalties.shape[0])
-    if r == 0:
-        return np.full(penalties.shape[0], float((y * y).sum(axis=1).mean()))
-    s, V = np.linalg.eigh(gram)
-    s = np.clip(s, 0.0, None)
-    c = V.T @ (G.T.astype(np.float64, copy=False) @ y)  # (r, k)
-    shrink = 1.0 / (s[None, :] + penalties[:, None])  # (n_penalties, r)
-    # Every penalty's fit in one product: columns (penalty, target).
-    k = y.shape[1]
-    weights = (shrink.T[:, :, None] * c[:, None, :]).reshape(r, -1)
-    offset = mean @ V
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
-        Z = G[rows].astype(np.float64, copy=False) @ V - offset
-        fitted = (Z @ weights).reshape(Z.shape[0], -1, k)
-        leverage = np.square(Z, out=Z) @ shrink.T + (1.0 / n if center else 0.0)
-        scale = np.maximum(1.0 - leverage, _LEVERAGE_FLOOR)
-        residuals = (y[rows, None, :] - fitted) / scale[:, :, None]
-        squares += (residuals**2).sum(axis=(0, 2))
+        residuals = loo_residuals(
+            G[rows], y[rows], spectrum, leverage_floor=_LEVERAGE_FLOOR
+        )
+        squares += squared_sums(residuals)
     return squares / n

@@ -7,11 +7,11 @@ features proper, :class:`KernelBasisRidgeProblem` on the kernel blocks
 ``K(x, I)`` with the map ``N`` of the features ``K(x, I) N`` applied to
 ``p x p`` sums (refined by passes over the blocks).  :func:`ridge_problem`
 picks one.  :func:`cv_errors` gives the exact leave-one-out (or GCV)
-errors of a grid of penalties from one eigendecomposition.
+errors of a grid of penalties from one eigendecomposition
+(:mod:`sklearn_dof._loo`).
 """
 
 import warnings
-from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -21,6 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from . import _tiles
 from ._blocks import normal_equations
 from ._cg import pcg_ridge, pcg_steps
+from ._loo import loo_residuals, ridge_inverse, ridge_spectrum
 from ._validation import user_stacklevel
 
 # Refinement of a solve in the kernel basis (see KernelBasisRidgeProblem): stop when
@@ -438,7 +439,8 @@ def _ridge_solver(gram, alpha, exact=True):
     """``rhs -> (gram + alpha I)^-1 rhs`` by Cholesky, eigh as a fallback.
 
     ``exact``: ``gram`` is accurate to its own rounding, and the fallback
-    drops the directions below it (:func:`_ridge_inverse`), with a warning.
+    drops the directions below it (:func:`~sklearn_dof._loo.ridge_inverse`),
+    with a warning.
     Otherwise the solver is a preconditioner for a Gram matrix that is
     refined afterwards (see :class:`KernelBasisRidgeProblem`): a Cholesky failure
     only means its rounding exceeds ``alpha``, and the fallback keeps every
@@ -459,42 +461,8 @@ def _ridge_solver(gram, alpha, exact=True):
                 stacklevel=user_stacklevel(),
             )
     eigvals, V = linalg.eigh(0.5 * (gram + gram.T))
-    if exact:
-        inverse = _ridge_inverse(eigvals, alpha)[:, None]
-    else:
-        inverse = 1.0 / (np.clip(eigvals, 0.0, None) + alpha)[:, None]
+    inverse = ridge_inverse(eigvals, np.array([alpha]), drop_rounding=exact)
     return lambda rhs: V @ (inverse * (V.T @ rhs))
-
-
-def _ridge_inverse(eigvals, alphas):
-    """``1 / (s + alpha)`` on the numerical range of a Gram matrix, 0 off it.
-
-    Eigenvalues below ``p * eps * max(s)`` are rounding noise: the right-hand
-    side ``Phi^T S y`` has no true component along them, and dividing its
-    rounding noise by a penalty below that level would blow it up.
-    """
-    eigvals = np.asarray(eigvals, dtype=np.float64)
-    cutoff = eigvals.shape[0] * np.finfo(np.float64).eps * max(eigvals.max(), 0.0)
-    on_range = (eigvals > cutoff)[:, None] if np.ndim(alphas) else eigvals > cutoff
-    clipped = np.clip(eigvals, 0, None)
-    if np.ndim(alphas):
-        clipped = clipped[:, None]
-    return np.where(on_range, 1.0 / (clipped + alphas), 0.0)
-
-
-class _Spectrum(NamedTuple):
-    """What every block's leave-one-out errors read: the eigenbasis ``V``
-    of the centred Gram matrix, ``Z^T S y_c``, the ridge inverses of the
-    penalties, the GCV traces (None: leave-one-out), and the offsets."""
-
-    offset: np.ndarray
-    y_offset: np.ndarray
-    V: np.ndarray
-    ZT_y: np.ndarray
-    shrinks: np.ndarray
-    traces: np.ndarray | None
-    n_samples: int
-    intercept_scale: float
 
 
 def cv_errors(problem, alphas, criterion="loo"):
@@ -502,61 +470,28 @@ def cv_errors(problem, alphas, criterion="loo"):
 
     One eigendecomposition of the centred Gram matrix of a
     :class:`FeatureRidgeProblem`, then one pass over the feature blocks:
-    ``O(n p)`` per penalty.  Returns an array of shape
-    ``(n_samples, n_targets, n_alphas)``.
+    ``O(n p)`` per penalty (:mod:`~sklearn_dof._loo`).  Returns an array of
+    shape ``(n_samples, n_targets, n_alphas)``.
     """
-    n_samples = problem.y.shape[0]
-    # numpy's LAPACK: scipy's is a second BLAS thread pool, slow to wake
-    # right after numpy's products (doc/architecture.rst).
-    eigvals, V = np.linalg.eigh(0.5 * (problem.gram + problem.gram.T))
-    shrinks = _ridge_inverse(eigvals, alphas[None, :])  # (p, n_alphas)
-    eigvals = np.clip(eigvals, 0, None)
-    traces = None
-    if criterion == "gcv":
-        traces = eigvals @ shrinks + float(problem.fit_intercept)
-    spectrum = _Spectrum(
+    sw = problem.sw
+    spectrum = ridge_spectrum(
+        problem.gram,
+        problem.rhs,
+        alphas,
         offset=problem.Phi_offset,
         y_offset=problem.y_offset,
-        V=V,
-        ZT_y=V.T @ problem.rhs,  # = Z^T S y_c for Z = Phi_c V
-        shrinks=shrinks,
-        traces=traces,
-        n_samples=n_samples,
-        intercept_scale=1.0 / problem.sw.sum() if problem.fit_intercept else 0.0,
-    )
-    return problem.features.map(
-        lambda Phi_b, y_b, sw_b: _block_cv_errors(Phi_b, y_b, sw_b, spectrum),
-        problem.y,
-        problem.sw,
+        total_weight=sw.sum() if problem.fit_intercept else None,
+        criterion=criterion,
+        n_samples=problem.y.shape[0],
+        # Rounding's directions get no inverse, as in the exact solve's
+        # eigh fallback (_ridge_solver).
+        drop_rounding=True,
     )
 
+    def block_errors(Phi_b, y_b, sw_b):
+        return loo_residuals(Phi_b, y_b, spectrum, sw_b).transpose(0, 2, 1)
 
-def _block_cv_errors(Phi_b, y_b, sw_b, spectrum):
-    """Leave-one-out or GCV errors of one block of rows.
-
-    In the eigenbasis ``V`` of the centred Gram matrix the hat matrix at
-    penalty ``a`` is ``Z diag(1 / (eig + a)) Z^T S`` (plus the intercept's
-    ``1 / sum(s)``), so a row's residual and leverage cost ``O(p)`` each.
-    Returns an array of shape (b, k, n_alphas).
-    """
-    Z = np.subtract(Phi_b, spectrum.offset, dtype=np.float64) @ spectrum.V
-    y_c = y_b - spectrum.y_offset
-    shrinks, traces = spectrum.shrinks, spectrum.traces
-    p, n_alphas = shrinks.shape
-    k = y_c.shape[1]
-    # Every penalty's fit in one product (one read of Z, not one per
-    # penalty): columns (alpha, target) of diag(shrink) Z^T S y_c.
-    weights = (shrinks[:, :, None] * spectrum.ZT_y[:, None, :]).reshape(p, -1)
-    residuals = y_c[:, None, :] - (Z @ weights).reshape(-1, n_alphas, k)
-    if traces is None:
-        np.multiply(Z, Z, out=Z)
-        leverage = sw_b[:, None] * (Z @ shrinks + spectrum.intercept_scale)
-    else:
-        leverage = np.broadcast_to(traces / spectrum.n_samples, (Z.shape[0], n_alphas))
-    # An interpolating penalty gives 0 / 0: a NaN score, never selected.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = residuals / (1.0 - leverage)[:, :, None]
-    return out.transpose(0, 2, 1)
+    return problem.features.map(block_errors, problem.y, sw)
 
 
 def exact_kernel_ridge(gram, y, sample_weight, alpha, fit_intercept, loo=False):

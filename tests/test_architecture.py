@@ -27,6 +27,7 @@ LAYERS = [
             "_blas",
             "_tiles",
             "_cg",
+            "_loo",
             "_penalty_walk",
             "_progress",
         ],
