@@ -49,10 +49,10 @@ from sklearn.utils._array_api import (
 )
 
 from . import _landmarks, _memory, _ridge_solve
-from ._blocks import _BUFFERS_PER_ROW
+from ._blocks import BUFFERS_PER_ROW
 from ._cg import pcg_ridge
 from ._landmark_block import FitRequest
-from ._linalg import _SHIFT_PENALTY_FRACTION, PINV_RTOL, SHIFT_FIRST_COMPONENTS
+from ._linalg import PINV_RTOL, SHIFT_FIRST_COMPONENTS, SHIFT_PENALTY_FRACTION
 from ._loo import loo_residuals, ridge_spectrum, squared_sums
 from ._sampling import uniform_columns
 from ._validation import user_stacklevel
@@ -160,7 +160,7 @@ def _row_blocks(n_samples, n_columns):
     costs kernel launches, and there is no allocator threshold to stay
     under.
     """
-    row_bytes = _BUFFERS_PER_ROW * max(n_columns, 1) * 8
+    row_bytes = BUFFERS_PER_ROW * max(n_columns, 1) * 8
     rows = int(get_config()["working_memory"] * 2**20 // row_bytes)
     return gen_batches(n_samples, max(1, min(rows, n_samples)))
 
@@ -243,7 +243,7 @@ def landmark_basis(gram, landmark_penalty, xp, device, with_features=True):
     if p >= SHIFT_FIRST_COMPONENTS:
         shifts = (shift, 0.0)
     for s in shifts:
-        if s > _SHIFT_PENALTY_FRACTION * landmark_penalty:
+        if s > SHIFT_PENALTY_FRACTION * landmark_penalty:
             continue
         factor = _cholesky(W + s * eye, xp)
         if factor is None:

@@ -33,14 +33,14 @@ from ._tiles import mirror_lower
 
 # A block of rows holds the kernel block, its features and one temporary of
 # the same size (the squared distances of the RBF kernel, say).
-_BUFFERS_PER_ROW = 3
+BUFFERS_PER_ROW = 3
 # Blocks past about a thousand rows gain nothing more from the BLAS (the
 # p x p sums are amortised), while every fresh block costs pages the
 # operating system must zero, as much memory traffic as writing the block.
 # Below 32 MiB per array (glibc's largest mmap threshold) a freed block is
 # reused by the allocator instead: blocks take at most 31 MiB per buffer of
 # a larger budget, or a thousand rows if that is more.
-_BLOCK_CAP_MIB = 31 * _BUFFERS_PER_ROW
+_BLOCK_CAP_MIB = 31 * BUFFERS_PER_ROW
 _BLOCK_ROWS = 1024
 
 
@@ -68,7 +68,7 @@ def row_batch_size(n_samples, n_columns, itemsize=8, working_memory=None):
     """
     if working_memory is None:
         working_memory = get_config()["working_memory"]
-    row_bytes = _BUFFERS_PER_ROW * max(n_columns, 1) * itemsize
+    row_bytes = BUFFERS_PER_ROW * max(n_columns, 1) * itemsize
     budget_rows = int(working_memory * 2**20 // row_bytes)
     capped_rows = int(_BLOCK_CAP_MIB * 2**20 // row_bytes)
     rows = min(budget_rows, max(capped_rows, _BLOCK_ROWS))
@@ -238,7 +238,7 @@ def _threads_and_batch(
         accumulator = (
             _accumulators(itemsize) * 8 * n_components**2 if accumulator else 0
         )
-        row_bytes = _BUFFERS_PER_ROW * max(n_components, 1) * itemsize
+        row_bytes = BUFFERS_PER_ROW * max(n_components, 1) * itemsize
         smallest = accumulator + row_bytes * min(n_samples, 256)
         threads = max(1, min(threads, int(budget // smallest)))
     if threads == 1:

@@ -63,7 +63,7 @@ _BLOCK_BYTES = 8 * 2**20
 # penalty on every regression set measured), and its eigendecomposition
 # costs r^3 (doc/design/cross_validation.rst, "The penalty on low-rank
 # fits").
-_PENALTY_RANK = 256
+PENALTY_RANK = 256
 # Floor of the logistic curvature p (1 - p) (a probability of 1e-12).
 _CURVATURE_FLOOR = 1e-12
 # Floor of 1 - h_i: a leverage of one leaves no point out.
@@ -951,7 +951,7 @@ def _tail(ranks, errors, reference):
 
 
 def penalty_errors(
-    factor, response, penalties, center=True, max_rank=_PENALTY_RANK, block=4096
+    factor, response, penalties, center=True, max_rank=PENALTY_RANK, block=4096
 ):
     """Leave-one-out error of the ridge fit on the factor's first columns
     (at most ``max_rank``) at each penalty: one eigendecomposition of their

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_array
 
 from . import _linalg, _parallel, _tiles
 from ._certificate import (
-    _PENALTY_RANK,
+    PENALTY_RANK,
     LossCertificate,
     factor_d_eff,
     inverse_factor_d_eff,
@@ -492,17 +492,17 @@ def _chosen_penalty(chol, request, alpha, chosen_on):
 
     With ``request.penalties`` (a grid, for cross-validation), the grid's
     penalty of smallest leave-one-out error on the factor's first columns,
-    at most :data:`~sklearn_dof._certificate._PENALTY_RANK`
+    at most :data:`~sklearn_dof._certificate.PENALTY_RANK`
     (:func:`~sklearn_dof._certificate.penalty_errors`): the rank follows
     the penalty the search selects, not the smallest of its grid.  Once the
     factor has that many columns their leave-one-out errors no longer
     change: the choice stands.
     """
     penalties = request.penalties
-    if penalties is None or min(chol.rank, _PENALTY_RANK) <= chosen_on:
+    if penalties is None or min(chol.rank, PENALTY_RANK) <= chosen_on:
         return alpha, chosen_on
     errors = penalty_errors(chol, request.response, penalties, request.center)
-    return float(penalties[int(np.argmin(errors))]), min(chol.rank, _PENALTY_RANK)
+    return float(penalties[int(np.argmin(errors))]), min(chol.rank, PENALTY_RANK)
 
 
 def _round_certificate(chol, alpha, request, previous, row_order):

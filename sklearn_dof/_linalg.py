@@ -163,7 +163,7 @@ def landmark_cholesky(gram, rtol=PINV_RTOL):
 
 # A shift of K(I, I) at most this fraction of the penalty on the landmark
 # block's scale (see shifted_landmark_cholesky).
-_SHIFT_PENALTY_FRACTION = 1e-2
+SHIFT_PENALTY_FRACTION = 1e-2
 
 
 def shifted_landmark_cholesky(
@@ -208,7 +208,7 @@ def _landmark_shift(gram, landmark_penalty, rtol):
     # ||K||_1 as the infinity norm of K^T, a Fortran-ordered view: f2py
     # would copy C-ordered K into Fortran order first (3.2 GB at p = 20,000).
     shift = rtol * max(float(lapack.dlange("I", gram.T)), np.finfo(float).tiny)
-    return None if shift > _SHIFT_PENALTY_FRACTION * landmark_penalty else shift
+    return None if shift > SHIFT_PENALTY_FRACTION * landmark_penalty else shift
 
 
 def _writeable(gram):

@@ -213,3 +213,42 @@ def test_private_import_reader(tmp_path):
         "sklearn_dof._sampling",
         "sklearn_dof._kernels",
     ]
+
+
+def _private_names_used(path):
+    """``(module, name)`` of the private names of other package modules that
+    ``path`` imports (``from ._m import _name``) or reads (``_m._name``)."""
+    used = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            used += [
+                (node.module, a.name)
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id.startswith("_")
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            used.append((node.value.id, node.attr))
+    return used
+
+
+def test_modules_use_each_others_public_names():
+    used = [
+        f"{path.name} uses {module}.{name}"
+        for path in sorted(PACKAGE.glob("_*.py"))
+        for module, name in _private_names_used(path)
+    ]
+    assert not used, "\n".join(used)
+
+
+def test_private_name_reader_sees_imports_and_attributes(tmp_path):
+    module = tmp_path / "_a.py"
+    module.write_text(
+        "from ._b import _hidden, shown\nfrom . import _c\nx = _c._inner + _c.outer\n"
+    )
+    assert _private_names_used(module) == [("_b", "_hidden"), ("_c", "_inner")]

@@ -243,7 +243,7 @@ def test_workers_and_their_accumulators_fit_the_budget():
     # Each worker holds its p x p float64 sum (and a scratch product unless
     # syrk adds in place) and its block's buffers.
     sums = 1 if _blas.releases_gil() else 2
-    per_worker = sums * 8 * p**2 + _blocks._BUFFERS_PER_ROW * p * itemsize * rows
+    per_worker = sums * 8 * p**2 + _blocks.BUFFERS_PER_ROW * p * itemsize * rows
     assert 1 < threads < 64
     assert threads * per_worker <= budget * 2**20
 
