@@ -96,16 +96,14 @@ def walk_start(grid, chosen=None, learned=None):
 
     ``chosen``: a penalty chosen on a low-rank factor of the rows, which
     prefers a larger penalty than the exact fit (it lacks the directions of
-    the rows it did not pivot on): a ceiling, and the start unless
-    ``learned`` (the penalty learned with the kernel, a Gaussian process's
-    ratio of noise to signal) lies below it.  Without either, the grid's
-    middle on a log scale, and no ceiling.
+    the rows it did not pivot on): the start and the ceiling, the walk
+    going down from it.  Without it, ``learned`` (the penalty learned with
+    the kernel, a Gaussian process's ratio of noise to signal), else the
+    grid's middle on a log scale, and no ceiling.
     """
     grid = np.asarray(grid, dtype=np.float64)
-    if chosen is None:
-        if learned is not None:
-            return float(learned), None
-        return float(np.exp(np.log(grid).mean())), None
-    if learned is not None and learned < chosen:
-        return float(learned), float(chosen)
-    return float(chosen), float(chosen)
+    if chosen is not None:
+        return float(chosen), float(chosen)
+    if learned is not None:
+        return float(learned), None
+    return float(np.exp(np.log(grid).mean())), None

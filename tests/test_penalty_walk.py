@@ -81,9 +81,9 @@ def test_climb_reports_whether_its_first_step_improved():
 
 
 def test_walk_start():
-    # A low-rank penalty bounds the walk; the learned one starts it below.
-    assert walk_start(GRID, chosen=1e-2, learned=1e-4) == (1e-4, 1e-2)
-    assert walk_start(GRID, chosen=1e-4, learned=1e-2) == (1e-4, 1e-4)
+    # A low-rank penalty starts the walk and bounds it; without one, the
+    # learned penalty, else the grid's middle, with no bound.
+    assert walk_start(GRID, chosen=1e-2, learned=1e-4) == (1e-2, 1e-2)
     assert walk_start(GRID, chosen=1e-3) == (1e-3, 1e-3)
     assert walk_start(GRID, learned=1e-5) == (1e-5, None)
     start, ceiling = walk_start(GRID)
