@@ -28,8 +28,10 @@ Usage::
     python benchmarks/bench_frontier.py                       # every set
     python benchmarks/bench_frontier.py --sets cpu_act,pol --components 500,2000
     python benchmarks/bench_frontier.py --plot-only           # redraw the plots
+    python benchmarks/bench_frontier.py --table-only          # write table.rst
 
-Results: ``results/frontier/results.json`` and the plots, the headline in
+Results: ``results/frontier/results.json``, the plots and ``table.rst`` (the
+regression sets' table of ``doc/automatic_rank.rst``), the headline in
 ``results/frontier/history.jsonl``.  The children import the installed
 ``sklearn_dof`` (another checkout: first on ``PYTHONPATH``).  ``--systems
 ours --merge results.json`` refits those systems and keeps the others.
@@ -332,14 +334,21 @@ def main(argv=None):
         help="a results.json whose records of the other systems are kept",
     )
     parser.add_argument("--plot-only", action="store_true")
+    parser.add_argument(
+        "--table-only",
+        action="store_true",
+        help="write table.rst from the results.json of --output-dir",
+    )
     add_arguments(parser, BENCHMARK)
     args = parser.parse_args(argv)
     if args.child:
         return child_main(child, args.child)
-    if args.plot_only:
-        plot(
-            json.loads((args.output_dir / "results.json").read_text()), args.output_dir
-        )
+    if args.plot_only or args.table_only:
+        results = json.loads((args.output_dir / "results.json").read_text())
+        if args.plot_only:
+            plot(results, args.output_dir)
+        if args.table_only:
+            (args.output_dir / "table.rst").write_text(table(results["summary"]))
         return
     run = start_run(args.threads)
     args.output_dir.mkdir(parents=True, exist_ok=True)
@@ -394,8 +403,63 @@ def main(argv=None):
     out = {"threads": args.threads, "records": records, "summary": summary}
     path = args.output_dir / "results.json"
     write_results(path, out, run)
+    (args.output_dir / "table.rst").write_text(table(summary))
     plot(out, args.output_dir)
     append_history(args.output_dir, BENCHMARK, run, headline(out), results=path)
+
+
+def table(summary):
+    """The regression sets' summary as an RST list-table (the table of
+    ``doc/automatic_rank.rst``): test MSE over the exact reference's (the
+    test MSE where there is none) and fit seconds of each system."""
+
+    def cell(row, system, rank=False):
+        seconds = row.get(f"{system}_fit_s")
+        if seconds is None:
+            return "--"
+        ratio = row.get(f"{system}_mse_over_exact")
+        error = (
+            f"{ratio:.3f}" if ratio is not None else f"MSE {row[f'{system}_error']:.4g}"
+        )
+        text = f"{error}, {seconds:.1f} s"
+        if rank:
+            rank_text = "exact" if row["ours_exact"] else f"{row['ours_rank']:,}"
+            text += f" ({rank_text})"
+        return text
+
+    head = [
+        "set (training rows)",
+        "ours: MSE ratio, s (rank)",
+        "ours over int fit (time)",
+        "``M = 1000``",
+        "``M = 2000``",
+        "``M = 4000``",
+        "grid over gamma",
+        "exact reference: s",
+    ]
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    body = []
+    for row in summary:
+        if row["set"] in CLASSIFICATION:
+            continue
+        over_int = row.get("ours_over_int")
+        exact = row.get("exact_fit_s")
+        body.append(
+            [
+                f"{row['set']} ({row['n_train']:,})",
+                cell(row, "ours", rank=True),
+                "--" if over_int is None else f"{over_int:.2f}",
+                cell(row, "sklearn-1000"),
+                cell(row, "sklearn-2000"),
+                cell(row, "sklearn-4000"),
+                cell(row, "sklearn-grid"),
+                "--" if exact is None else f"{exact:.1f}",
+            ]
+        )
+    for cells in [head] + body:
+        lines.append(f"   * - {cells[0]}")
+        lines += [f"     - {c}" for c in cells[1:]]
+    return "\n".join(lines) + "\n"
 
 
 def plot(results, output_dir):
