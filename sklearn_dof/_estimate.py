@@ -103,11 +103,9 @@ def estimate_degrees_of_freedom(
         Fixed number of columns; None chooses it adaptively as above.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, default="uniform"
         How the columns are chosen (see :class:`DoFNystroem`).  The bounds
-        hold for any columns, but a point far from the others is seen by
-        uniform columns only once it is drawn, so on data with outliers
-        uniform columns can miss ``d_max`` (the maximum) while greedy pivots,
-        which go to the worst explained point first, find it, and the
-        residual- or leverage-driven samplers find it with high probability.
+        hold for any columns; on data with outliers uniform columns can miss
+        ``d_max``, which the other rules, drawn to badly explained points,
+        find.
     tol : float, default=0.1
         Relative tolerance of the adaptive stopping rule.
     random_state : int, RandomState instance or None, default=None
