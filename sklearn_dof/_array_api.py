@@ -54,6 +54,7 @@ from ._cg import pcg_ridge
 from ._landmark_block import FitRequest
 from ._linalg import PINV_RTOL, SHIFT_FIRST_COMPONENTS, SHIFT_PENALTY_FRACTION
 from ._loo import loo_residuals, ridge_spectrum, squared_sums
+from ._pcg_operator import falkon_preconditioner, normal_product
 from ._sampling import uniform_columns
 from ._validation import user_stacklevel
 
@@ -211,6 +212,15 @@ class _LandmarkBasis(NamedTuple):
     N: object
     B: object
 
+    def map(self, V):
+        """``N V`` (:func:`~sklearn_dof._pcg_operator.normal_product`'s
+        basis): ``N`` is formed, for an accelerator's products."""
+        return self.N @ V
+
+    def map_t(self, V):
+        """``N^T V``."""
+        return self.N.T @ V
+
 
 def landmark_basis(gram, landmark_penalty, xp, device, with_features=True):
     """:class:`_LandmarkBasis` with ``N^T K(I, I) N`` the identity on the
@@ -292,6 +302,19 @@ class _Features(NamedTuple):
         """``(rows, Phi[rows])`` in float64, blocks within the budget."""
         for rows, K in self.kernel_blocks():
             yield rows, K @ self.N
+
+    def reduce(self, statistic, *row_arrays):
+        """``sum_b statistic(K_b, *(a[b] for a in row_arrays))`` over the
+        kernel blocks ``K_b`` (the ``FeatureBlocks.reduce`` protocol; whole
+        blocks, unstreamed: on an accelerator each costs kernel launches)."""
+        total = None
+        for rows, K in self.kernel_blocks():
+            term = statistic(K, *(a[rows, ...] for a in row_arrays))
+            if total is None:
+                total = term
+            else:
+                total = tuple(a + b for a, b in zip(total, term, strict=True))
+        return total
 
 
 class _Sums(NamedTuple):
@@ -382,15 +405,16 @@ class _CGSolution(NamedTuple):
     converged: bool
 
 
-def cg_solve(features, landmark_features, y, sample_weight, fit_intercept, alpha):
+def cg_solve(features, basis, y, sample_weight, fit_intercept, alpha):
     """Falkon's method where the data live: ridge weights on the features
     ``Phi = K(x, I) N`` by conjugate gradients, without their Gram matrix.
 
     The NumPy path's :class:`~sklearn_dof._ridge_solve.NystroemPCGRidgeProblem`
-    in the namespace of the data: each step is one pass over the kernel
-    blocks ``K`` (``K U`` then ``K^T S Z``, float64, never ``K N``), and
-    the preconditioner ``P = (t / p) B^T B + alpha I`` comes from the
-    landmarks' own features ``B = K(I, I) N`` (``landmark_features``, see
+    in the namespace of the data, with the same operator and preconditioner
+    (:mod:`sklearn_dof._pcg_operator`): each step is one pass over the
+    kernel blocks ``K`` (``K U`` then ``K^T S Z``, float64, never ``K N``),
+    and the preconditioner ``P = (t / p) B^T B + alpha I`` comes from the
+    landmarks' own features ``B = K(I, I) N`` (``basis.B``, see
     :class:`_LandmarkBasis`; ``B^T B = R R^T`` for the Cholesky factor
     ``R^T R = K(I, I)``, Falkon's preconditioner; ``t`` the total weight).
     The inverse of the Cholesky factor of ``P`` is formed once, in float32
@@ -401,8 +425,6 @@ def cg_solve(features, landmark_features, y, sample_weight, fit_intercept, alpha
     xp, device = features.xp, features.device
     f64 = xp.float64
     n, k = y.shape
-    N = features.N
-    p = N.shape[1]
     y = xp.astype(y, f64)
     w = None if sample_weight is None else xp.astype(sample_weight, f64)
     total = float(n) if w is None else float(xp.sum(w))
@@ -411,65 +433,61 @@ def cg_solve(features, landmark_features, y, sample_weight, fit_intercept, alpha
     )
     y_c = y - y_mean
     Sy = y_c if w is None else y_c * w[:, None]
+
+    def first_moments(K, Sy_b, *w_b):
+        return K.T @ Sy_b, (w_b[0] @ K if w_b else xp.sum(K, axis=0))
+
     # One pass for K^T S y_c and the weighted mean kernel row m.  (With an
     # intercept, centring K by m leaves K^T S y_c unchanged: sum S y_c = 0.)
-    KtSy = xp.zeros((p, k), dtype=f64, device=device)
-    kernel_sum = xp.zeros((p,), dtype=f64, device=device)
-    for rows, K in features.kernel_blocks():
-        KtSy += K.T @ Sy[rows, ...]
-        kernel_sum += xp.sum(K, axis=0) if w is None else w[rows] @ K
+    row_arrays = (Sy,) if w is None else (Sy, w)
+    KtSy, kernel_sum = features.reduce(first_moments, *row_arrays)
     m = kernel_sum / total if fit_intercept else xp.zeros_like(kernel_sum)
-
-    def apply(V):
-        """``(Phi_c^T S Phi_c + alpha I) V``: ``Phi_c = (K - 1 m^T) N``."""
-        U = N @ V
-        shift = m @ U
-        KtSZ = xp.zeros((p, V.shape[1]), dtype=f64, device=device)
-        SZ = xp.zeros((V.shape[1],), dtype=f64, device=device)
-        for rows, K in features.kernel_blocks():
-            Z = K @ U - shift
-            if w is not None:
-                Z = Z * w[rows][:, None]
-            KtSZ += K.T @ Z
-            SZ += xp.sum(Z, axis=0)
-        return N.T @ (KtSZ - m[:, None] * SZ[None, :]) + alpha * V
-
-    precondition = _cg_preconditioner(landmark_features, total, alpha, xp, device)
+    precondition = falkon_preconditioner(
+        lambda dtype: _landmark_gram(basis.B, dtype, xp),
+        lambda P: _inverse_factor_solver(P, xp),
+        total,
+        alpha,
+        _ridge_solve.PCG_PRECONDITIONER_DTYPE,
+        xp,
+    )
     if precondition is None:
         return None
     W, n_iter, converged = pcg_ridge(
-        apply,
-        N.T @ KtSy,
+        lambda V: normal_product(V, alpha, features.reduce, basis, m, w, xp),
+        basis.map_t(KtSy),
         precondition,
         xp.sum(Sy * y_c, axis=0),
         _ridge_solve.PCG_TOL,
         _ridge_solve.PCG_MAX_ITER,
         xp,
     )
-    return _CGSolution(W, m @ N, y_mean, n_iter, converged)
+    return _CGSolution(W, m @ basis.N, y_mean, n_iter, converged)
 
 
-def _cg_preconditioner(landmark_features, total, alpha, xp, device):
-    """``R -> P^{-1} R`` for ``P = (t / p) B^T B + alpha I``, or None;
-    float32 first, as the NumPy path
-    (:data:`~sklearn_dof._ridge_solve.PCG_PRECONDITIONER_DTYPE`)."""
-    p = landmark_features.shape[1]
-    for dtype in dict.fromkeys((xp.float32, xp.float64)):
-        B = xp.astype(landmark_features, dtype)
-        P = (total / p) * (B.T @ B)
-        P = 0.5 * (P + P.T) + alpha * xp.eye(p, dtype=dtype, device=device)
-        L = _cholesky(P, xp)
-        if L is None:
-            continue  # float32 rounding made P indefinite
-        # Two triangular products per step, not one with an explicit P^-1:
-        # their composition is symmetric positive definite whatever the
-        # rounding, as conjugate gradients need.
-        L_inv = xp.linalg.inv(L)
-        if bool(xp.all(xp.isfinite(L_inv))):
-            return lambda R: xp.astype(
-                L_inv.T @ (L_inv @ xp.astype(R, dtype)), xp.float64
-            )
-    return None
+def _landmark_gram(B, dtype, xp):
+    """``B^T B`` in ``dtype``, by a general product: the array API has no
+    ``syrk``."""
+    B = xp.astype(B, dtype)
+    return B.T @ B
+
+
+def _inverse_factor_solver(P, xp):
+    """``R -> P^{-1} R`` by the inverse ``L^{-1}`` of the Cholesky factor
+    ``P = L L^T``, or None.
+
+    Two products per step, not one with an explicit ``P^{-1}``: their
+    composition is symmetric positive definite whatever the rounding, as
+    conjugate gradients need.  ``P`` is symmetrised first: a product
+    ``B^T B`` need not be symmetric to the last bit, and a namespace's
+    factorisation may read either triangle.
+    """
+    L = _cholesky(0.5 * (P + P.T), xp)
+    if L is None:
+        return None
+    L_inv = xp.linalg.inv(L)
+    if not bool(xp.all(xp.isfinite(L_inv))):
+        return None
+    return lambda R: L_inv.T @ (L_inv @ R)
 
 
 def kernel_product(estimator, X, landmarks, W, xp):
@@ -583,15 +601,14 @@ def fit_ridge(
     )
     p, alpha = nystroem.n_components_, nystroem.alpha_
     cg = alphas is None and _ridge_solve.uses_cg(solver, p)
-    N, landmark_features = landmark_basis(
-        gram_II, alpha * p / n, xp, device, with_features=cg
-    )
+    basis = landmark_basis(gram_II, alpha * p / n, xp, device, with_features=cg)
+    N = basis.N
     features = _Features(nystroem, X, nystroem.components_, N, xp, device)
     solution = None
     if cg:
         solution = cg_solve(
             features,
-            landmark_features,
+            basis,
             y2,
             sample_weight,
             estimator.fit_intercept,

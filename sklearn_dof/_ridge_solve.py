@@ -12,6 +12,7 @@ errors of a grid of penalties from one eigendecomposition
 """
 
 import warnings
+from functools import partial
 
 import numpy as np
 from scipy import linalg
@@ -22,6 +23,7 @@ from . import _tiles
 from ._blocks import normal_equations
 from ._cg import pcg_ridge, pcg_steps
 from ._loo import loo_residuals, ridge_inverse, ridge_spectrum
+from ._pcg_operator import falkon_preconditioner, normal_product
 from ._validation import user_stacklevel
 
 # Refinement of a solve in the kernel basis (see KernelBasisRidgeProblem): stop when
@@ -238,21 +240,16 @@ class KernelBasisRidgeProblem(RidgeProblem):
 
     def _apply(self, V, alpha):
         """``(Phi_c^T S Phi_c + alpha I) V`` for ``Phi = K N``, by one pass
-        over the kernel blocks ``K`` (never ``K N``)."""
+        over the kernel blocks ``K`` (never ``K N``):
+        :func:`~sklearn_dof._pcg_operator.normal_product`."""
         self.refine_passes += 1
-        U = self.basis.map(V)
-        m = self._kernel_offset
-        shift = m @ U
-        unit = bool(np.all(self.sw == 1))
-
-        def statistic(K_b, sw_b):
-            Z = K_b @ U - shift
-            if not unit:
-                Z *= sw_b[:, None]
-            return K_b.T @ Z, Z.sum(axis=0)
-
-        KtSZ, SZ = self.features.reduce(statistic, self.sw, stream=True)
-        return self.basis.map_t(KtSZ - np.outer(m, SZ)) + alpha * V
+        # Products with a few columns cost about as much per row on a chunk
+        # as on a block: the kernel is streamed through the cache.
+        reduce = partial(self.features.reduce, stream=True)
+        weights = None if bool(np.all(self.sw == 1)) else self.sw
+        return normal_product(
+            V, alpha, reduce, self.basis, self._kernel_offset, weights
+        )
 
     def _refine(self, start, alpha, precondition):
         """Preconditioned conjugate gradients from ``start``, one column per
@@ -374,30 +371,36 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
         return W
 
     def _preconditioner(self, alpha):
-        """``rhs -> P^{-1} rhs`` for ``P = (t / p) R R^T + alpha I``, or None
+        """``rhs -> P^{-1} rhs`` for ``P = (t / p) R R^T + alpha I``
+        (:func:`~sklearn_dof._pcg_operator.falkon_preconditioner`), or None
         (no Cholesky basis, or no factor of ``P`` even in float64)."""
         R = self.basis.cholesky
         if R is None:
             return None
-        p = R.shape[0]
-        for dtype in dict.fromkeys((PCG_PRECONDITIONER_DTYPE, np.float64)):
-            P = _tiles.upper_outer(R, dtype)
-            P *= dtype(float(self.sw.sum()) / p)
-            P[np.diag_indices(p)] += dtype(alpha)
-            try:
-                factor = _tiles.cho_factor(P, lower=True, overwrite_a=True)
-            except linalg.LinAlgError:
-                continue  # float32 rounding made P indefinite
-            if np.all(np.isfinite(np.diag(factor[0]))):
-                break
-        else:
-            return None
+        return falkon_preconditioner(
+            # B = R^T: B^T B = R R^T by LAPACK's lauum (by tiles above
+            # _tiles.TILE_ORDER), cast tile by tile, never as a p x p copy.
+            lambda dtype: _tiles.upper_outer(R, dtype),
+            _cholesky_solver,
+            float(self.sw.sum()),
+            alpha,
+            PCG_PRECONDITIONER_DTYPE,
+        )
 
-        def precondition(rhs):
-            Z = linalg.cho_solve(factor, rhs.astype(dtype), check_finite=False)
-            return Z.astype(np.float64, copy=False)
 
-        return precondition
+def _cholesky_solver(P):
+    """``rhs -> P^{-1} rhs`` by LAPACK's Cholesky factor of ``P``, factored
+    in place (by tiles above ``_tiles.TILE_ORDER``), or None where rounding
+    left ``P`` indefinite.  Applied by triangular solves (LAPACK's
+    ``potrs``): no inverse to form, ``p^3 / 3`` flops that the array-API
+    back-end spends for an accelerator's faster products."""
+    try:
+        factor = _tiles.cho_factor(P, lower=True, overwrite_a=True)
+    except linalg.LinAlgError:
+        return None
+    if not np.all(np.isfinite(np.diag(factor[0]))):
+        return None
+    return lambda rhs: linalg.cho_solve(factor, rhs, check_finite=False)
 
 
 def uses_cg(solver, n_components, sums_are_free=False):

@@ -27,6 +27,7 @@ LAYERS = [
             "_blas",
             "_tiles",
             "_cg",
+            "_pcg_operator",
             "_loo",
             "_penalty_walk",
             "_progress",
