@@ -205,6 +205,23 @@ def _write_api_listing():
 
 _write_api_listing()
 
+
+def _write_constants_table():
+    """Write doc/generated/constants.rst, the table of the package's tunable
+    constants and their reasons (doc/design/constants.rst includes it)."""
+    sys.path.insert(0, str(DOC_DIR / "sphinxext"))
+    from constants_table import table
+
+    out = DOC_DIR / "generated"
+    out.mkdir(exist_ok=True)
+    text = table(Path(sklearn_dof.__file__).parent)
+    path = out / "constants.rst"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+_write_constants_table()
+
 # numpydoc prints the type of a parameter or attribute as plain
 # reStructuredText, where a word ending in "_" is a hyperlink reference:
 # "ndarray of shape (n_components_,)" would point to a missing target.  The

@@ -34,13 +34,13 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Matern, Produc
 from . import _tiles
 from ._kernel_objects import kernel_object_block, stationary_form
 
+# Hyperparameters a progress line prints in full (more: the ends only).
+_PROGRESS_ITEMS = 8
 #: The runs stop once this many L-BFGS steps have together gained less
 #: than this fraction of the criterion: a subsample's criterion differs
 #: from the whole data's by more than that, and the last steps of a run
 #: along flat directions (a length scale that is already large) can take
 #: as long as the rest.
-# Hyperparameters a progress line prints in full (more: the ends only).
-_PROGRESS_ITEMS = 8
 STALL_STEPS, STALL_RTOL = 5, 1e-3
 #: The penalty the searches start from, clipped to their bounds: a noise
 #: variance of a tenth of a unit kernel's.

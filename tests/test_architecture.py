@@ -253,3 +253,26 @@ def test_private_name_reader_sees_imports_and_attributes(tmp_path):
         "from ._b import _hidden, shown\nfrom . import _c\nx = _c._inner + _c.outer\n"
     )
     assert _private_names_used(module) == [("_b", "_hidden"), ("_c", "_inner")]
+
+
+SPHINXEXT = PACKAGE.parent / "doc" / "sphinxext"
+
+
+@pytest.mark.skipif(not SPHINXEXT.is_dir(), reason="no doc/ beside the package")
+def test_every_tunable_constant_says_why(tmp_path, monkeypatch):
+    # doc/design/constants.rst lists them with the comment above each.
+    monkeypatch.syspath_prepend(str(SPHINXEXT))
+    from constants_table import constants
+
+    found = constants(PACKAGE)
+    assert len(found) >= 40, len(found)  # the reader sees the constants
+    silent = [f"{c.module}.{c.name}" for c in found if not c.reason]
+    assert not silent, silent
+    # and misses a constant without its comment.
+    (tmp_path / "_m.py").write_text("# Why.\nA = 1\nB_C, D = 2, 3.0\n\nE = 4\n")
+    assert [(c.name, c.reason) for c in constants(tmp_path)] == [
+        ("A", "Why."),
+        ("B_C", "Why."),
+        ("D", "Why."),
+        ("E", ""),
+    ]
