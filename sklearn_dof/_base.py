@@ -134,6 +134,27 @@ class DoFKernelMixin:
             verbose=self.verbose,
         )
 
+    def _new_fitted_nystroem(
+        self,
+        X,
+        alpha,
+        request=PLAIN_FIT,
+        *,
+        dof_tol=0.1,
+        loss_tol=0.01,
+        n_components=None,
+        sampling=None,
+    ):
+        """A new transformer fitted as :meth:`_fit_nystroem` fits
+        ``nystroem_``, and what its fit returns (the row factors, or
+        :class:`~sklearn_dof._landmark_block.EveryRow`); sets nothing."""
+        nystroem = self._new_nystroem(
+            alpha, dof_tol, loss_tol, self._rank_cap(X), n_components, sampling
+        )
+        nystroem._validate_params()
+        request = request._replace(center=self.fit_intercept)
+        return nystroem, nystroem._fit(nystroem._validate_fit_data(X), request)
+
     def _fit_nystroem(
         self,
         X,
@@ -166,12 +187,15 @@ class DoFKernelMixin:
         ``loss_tol``; ``n_components``, ``sampling``: in place of the
         estimator's.
         """
-        self.nystroem_ = self._new_nystroem(
-            alpha, dof_tol, loss_tol, self._rank_cap(X), n_components, sampling
+        self.nystroem_, factors = self._new_fitted_nystroem(
+            X,
+            alpha,
+            request,
+            dof_tol=dof_tol,
+            loss_tol=loss_tol,
+            n_components=n_components,
+            sampling=sampling,
         )
-        self.nystroem_._validate_params()
-        request = request._replace(center=self.fit_intercept)
-        factors = self.nystroem_._fit(self.nystroem_._validate_fit_data(X), request)
         self.n_components_ = self.nystroem_.n_components_
         if isinstance(factors, EveryRow):
             return factors

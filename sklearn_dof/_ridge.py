@@ -141,13 +141,13 @@ class _DoFRidgeMixin(DoFKernelMixin):
             how = "a Cholesky factorisation"
         return f"ridge weights on {self.n_components_} landmarks by {how}"
 
-    def _exact_solution(self, gram, y, sample_weight, alpha, loo=False):
-        """Exact kernel ridge when every row is a landmark
+    def _exact_solution(self, nystroem, gram, y, sample_weight, alpha, loo=False):
+        """Exact kernel ridge when every row is a landmark of ``nystroem``
         (:func:`~sklearn_dof._ridge_solve.exact_kernel_ridge`), in the
         landmarks' order: ``(dual, intercept, residuals)`` (the
         leave-one-out residuals with ``loo``, else None), or None when
         ``K + alpha I`` has no Cholesky factor.  Sets nothing."""
-        landmarks = self.nystroem_.component_indices_
+        landmarks = nystroem.component_indices_
         weights = None if sample_weight is None else sample_weight[landmarks]
         targets = y.reshape(y.shape[0], -1)[landmarks].astype(np.float64)
         solved = exact_kernel_ridge(
@@ -489,7 +489,9 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             X, self.alpha, request, dof_tol=self.tol, loss_tol=self.loss_tol
         )
         if isinstance(features, EveryRow):
-            solved = self._exact_solution(features.gram, y, sample_weight, self.alpha)
+            solved = self._exact_solution(
+                self.nystroem_, features.gram, y, sample_weight, self.alpha
+            )
             if solved is not None:
                 self._set_exact(*solved[:2], y)
                 return self
@@ -966,9 +968,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # exact fit's from above; an int rank chose none.
             chosen = self.nystroem_.alpha_ if self.n_components == "auto" else None
             start = walk_start(alphas, chosen, learned)
-            best = self._exact_search(grams, y, sample_weight, alphas, start=start)
+            best = self._exact_search(
+                self.nystroem_, grams, y, sample_weight, alphas, start=start
+            )
             if best is not None:
-                self._set_exact_search(best, y)
+                self._set_exact_search(self.nystroem_, best, y)
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, cache=True)
@@ -1160,12 +1164,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
 
     def _exact_search(
-        self, grams, y, sample_weight, alphas, reference=None, start=None
+        self, nystroem, grams, y, sample_weight, alphas, reference=None, start=None
     ):
-        """Exact kernel ridge at the penalty its exact leave-one-out prefers:
-        ``(score, alpha, dual, intercept)`` (for :meth:`_set_exact_search`),
-        or None when no exact fit wins or none has a Cholesky factor.  Sets
-        nothing.
+        """Exact kernel ridge on the landmarks of ``nystroem`` (every row) at
+        the penalty its exact leave-one-out prefers: ``(score, alpha, dual,
+        intercept)`` (for :meth:`_set_exact_search`), or None when no exact
+        fit wins or none has a Cholesky factor.  Sets nothing.
 
         Up to :data:`EXACT_GRID_ROWS` rows every penalty of the grid is
         scored.  Beyond, each costs a factorisation (``2 n^3 / 3`` flops
@@ -1198,19 +1202,19 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
         def fit(alpha, block=None):
             if block is None:
-                nystroem = self.nystroem_
                 block = (
                     grams.pop()
                     if grams
                     else nystroem._kernel_to_landmarks(nystroem.components_)
                 )
             solved = self._exact_solution(
-                block, y, sample_weight, float(alpha), loo=True
+                nystroem, block, y, sample_weight, float(alpha), loo=True
             )
             if solved is None:
                 return None
             dual, intercept, residuals = solved
-            score = self._exact_score(residuals, y, sample_weight)
+            order = nystroem.component_indices_
+            score = self._exact_score(order, residuals, y, sample_weight)
             progress(
                 f"exact kernel ridge at penalty {alpha:.4g}: "
                 f"leave-one-out score {score:.6g}"
@@ -1251,8 +1255,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return None
         return best
 
-    def _set_exact_search(self, best, y):
-        """The fit of the penalty an exact search chose (:meth:`_exact_search`)."""
+    def _set_exact_search(self, nystroem, best, y):
+        """The fit of the penalty an exact search on ``nystroem`` chose
+        (:meth:`_exact_search`), which becomes ``nystroem_``."""
+        self.nystroem_, self.n_components_ = nystroem, nystroem.n_components_
         self.best_score_, self.alpha_, dual, intercept = best
         self._set_exact(dual, intercept, y)
         self.nystroem_.alpha_ = self.alpha_
@@ -1261,7 +1267,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         """After a low-rank fit whose kernel matrix fits the exact budget:
         exact kernel ridge at smaller penalties of the grid, kept if its
         exact leave-one-out beats the low-rank fit's by ``loss_tol``
-        (:meth:`_exact_search`); else the low-rank transformer is restored.
+        (:meth:`_exact_search`); else the low-rank fit stays as it was.
         Only for the kernels that are positive semi-definite by construction,
         whose ``K + alpha I`` the exact fit factors (the others would take
         the pseudo-inverse route of ``n`` landmarks, ``O(n^3)`` for nothing).
@@ -1274,11 +1280,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             or not self._exact_scorable(sample_weight)
         ):
             return False
-        low_rank = self.nystroem_, self.n_components_
         # Every row, in a uniform order: the other rules would pivot through
         # all n rows (a pivoted Cholesky factor stops at the numerical rank,
         # short of the exact fit) for landmarks whose order does not matter.
-        every_row = self._fit_nystroem(
+        # The low-rank fit stays in place unless the exact one wins.
+        every_row, solved = self._new_fitted_nystroem(
             X,
             self.alpha_,
             FitRequest(exact_solve=True),
@@ -1286,23 +1292,20 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             n_components=X.shape[0],
             sampling="uniform",
         )
-        if not isinstance(every_row, EveryRow):
-            self.nystroem_, self.n_components_ = low_rank
+        if not isinstance(solved, EveryRow):
             return False
-        grams = [every_row.gram]
-        del every_row  # the search consumes K
+        grams = [solved.gram]
+        del solved  # the search consumes K
         reference = (self.best_score_, self.alpha_)
-        best = self._exact_search(grams, y, sample_weight, alphas, reference)
-        if best is not None:
-            self._set_exact_search(best, y)
-            return True
-        self.nystroem_, self.n_components_ = low_rank
-        return False
+        best = self._exact_search(every_row, grams, y, sample_weight, alphas, reference)
+        if best is None:
+            return False
+        self._set_exact_search(every_row, best, y)
+        return True
 
-    def _exact_score(self, residuals, y, sample_weight):
+    def _exact_score(self, order, residuals, y, sample_weight):
         """``best_score_`` of the exact fit from its leave-one-out residuals
-        (in the landmarks' order, every row): as :meth:`_efficient_cv`."""
-        order = self.nystroem_.component_indices_
+        (in the landmarks' ``order``, every row): as :meth:`_efficient_cv`."""
         y_rows = y.reshape(y.shape[0], -1)[order]
         if self.scoring is None:
             sw = np.ones(len(order)) if sample_weight is None else sample_weight[order]

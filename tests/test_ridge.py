@@ -1263,7 +1263,7 @@ def test_cv_checks_exact_fits_of_positive_definite_kernels_only(monkeypatch):
     X = rng.uniform(-2, 2, (600, 3))
     y = np.sin(X[:, 0]) + 0.3 * rng.randn(600)
     calls = []
-    fit_nystroem = DoFKernelRidgeCV._fit_nystroem
+    fit_nystroem = DoFKernelRidgeCV._new_fitted_nystroem
 
     def counted(self, *args, **kwargs):
         calls.append(kwargs.get("n_components"))
@@ -1272,7 +1272,7 @@ def test_cv_checks_exact_fits_of_positive_definite_kernels_only(monkeypatch):
     def gaussian(a, b):
         return np.exp(-0.5 * np.sum((a - b) ** 2))
 
-    monkeypatch.setattr(DoFKernelRidgeCV, "_fit_nystroem", counted)
+    monkeypatch.setattr(DoFKernelRidgeCV, "_new_fitted_nystroem", counted)
     alphas = np.logspace(-4, 2, 7)
     model = DoFKernelRidgeCV(alphas, kernel=gaussian, random_state=0).fit(X, y)
     assert not model.nystroem_.exact_ and model.n_components_ < 300
