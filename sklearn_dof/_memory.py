@@ -100,7 +100,10 @@ def fits_exact(n_samples):
 
 
 def format_bytes(n_bytes):
-    """``n_bytes`` as a short human reading (MiB below 1 GiB, else GiB)."""
+    """``n_bytes`` as a short human reading (KiB below 1 MiB, MiB below
+    1 GiB, else GiB), never rounded down to zero."""
+    if n_bytes < 2**20:
+        return f"{max(n_bytes / 2**10, 1):.0f} KiB"
     if n_bytes < 2**30:
         return f"{n_bytes / 2**20:.0f} MiB"
     return f"{n_bytes / 2**30:.1f} GiB"

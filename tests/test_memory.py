@@ -134,3 +134,11 @@ def test_the_warning_says_what_stopped_the_rank():
         # route lifted it to the rows, a rank short of them is the kernel's.
         text = _cap_warning(auto, 1000, stopped(2000, 5000), "the estimate", 5000)
         assert "numerical rank" in text
+
+
+def test_format_bytes_reads_small_and_large_sizes():
+    # A rank of 40 needs 64,000 bytes: named in KiB, not "0 MiB".
+    assert _memory.format_bytes(_memory.rank_bytes(40)) == "62 KiB"
+    assert _memory.format_bytes(10) == "1 KiB"
+    assert _memory.format_bytes(5 * 2**20) == "5 MiB"
+    assert _memory.format_bytes(int(23.5 * 2**30)) == "23.5 GiB"
