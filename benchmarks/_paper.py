@@ -1,17 +1,10 @@
 """Helpers of ``reproduce_paper.py``, the reproduction of Bach (COLT 2013).
 
-Penalties follow scikit-learn's scale, ``alpha = n * lambda``.  The paper's
-decay pairs and the exponents its analysis predicts (:class:`Decay`,
-:func:`predicted_exponents`); exact kernel ridge on the regular grid by FFT
-(:class:`CirculantKRR`, ``n = 10^6`` in seconds); expected in-sample errors
-over the noise, exact (:func:`expected_error_function`) and of every column prefix
-of a Nystroem factor (:class:`PrefixRidge`); nested factors of uniform
-columns (:func:`ordered_factor`) or greedy pivots (:func:`pivoted_factor`)
-and their rows at new points (:func:`factor_rows`); penalty search on a log
-grid refined by golden section (:func:`minimize_log`), log-log slopes
-(:func:`fit_slope`), sufficient ranks (:func:`sufficient_rank`); the real
-data sets of Figure 3 (:data:`REAL_DATASETS`) with the bandwidth and
-penalty by exact leave-one-out (:func:`loo_select`).
+Penalties follow scikit-learn's scale, ``alpha = n * lambda``: the paper's
+decay pairs and predicted exponents, exact kernel ridge on the regular grid
+by FFT, expected in-sample errors (exact and of every column prefix of a
+Nystroem factor), nested factors, penalty searches, and the real sets of
+Figure 3 with their bandwidth and penalty by exact leave-one-out.
 """
 
 import contextlib

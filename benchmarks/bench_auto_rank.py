@@ -1,55 +1,20 @@
 """Automatic rank rules against the oracle rank: success, p / p_oracle, cost.
 
-For every problem, seed, column sampler (``uniform``, ``pivoted``,
-``leverage``, ``rpcholesky``) and rank rule (``--rules``: values of
-``n_components`` such as ``"auto"`` or ``"dof"``, optionally with estimator
-keywords after a colon, joined by ``+``: ``auto:loss_tol=0.02+max_components=3000``):
-
-* **success**: the rule's own error (its fitted model) is at most ``1.01 x``
-  that of the exact kernel method at the same penalty;
-* **p / p_oracle**: the rule's rank over the oracle rank, the smallest int
-  ``n_components`` (same sampler, same seed) that meets the same bar, found
-  by bisection over integers (a bracket grown by doubling from the ranks
-  already scored, split until ``hi / lo <= 1.02``; every scored rank is in
-  the JSON).  Where even ``n_train`` misses the bar, ``p_oracle = n_train``
-  and the case is flagged ``oracle_unmet``;
-* **time ratio**: the rule's fit time over an int fit at the rank it chose,
-  in the same process after a warm-up fit, in turn ``--timing-repeats``
-  times, the fastest of each;
-* **peak RSS**: each rule fit runs in a child process
-  (:func:`_harness.run_child`) that resets its peak (``VmHWM``) before the
-  fit (``--rss none``: in the parent, no memory recorded).
-
-Problems (``--sets``, ``--part``):
-
-* the regression sets of :data:`_common.DATA_SETS`: the set's split, else
-  a seeded 80/20; at most ``--n-train`` / ``--n-test`` rows drawn with the
-  seed, standardised; RBF kernel, ``gamma = 1 / n_features``; the penalty
-  minimising the test MSE of exact kernel ridge over ``LAMBDAS``, the
-  reference :class:`sklearn.kernel_ridge.KernelRidge` at that penalty (no
-  intercept, so ``fit_intercept=False`` here, y centred);
-* the periodic spline problems of Bach (2013) (``spline_b{beta}_d{delta}``,
-  beta in {1, 2, 4}, delta in {2, 8}, ``--spline-n`` points, noise 1),
-  ``kernel="precomputed"``: the in-sample error against the noiseless
-  target at the paper's oracle penalty (:func:`_common.best_penalty`);
-* the classification sets (a9a_adult, ijcnn1; ``--part classification``):
-  :class:`sklearn_dof.DoFKernelLogisticRegression` against exact kernel
-  logistic regression (``LogisticRegression(solver="newton-cholesky", C =
-  1 / alpha)`` on the Cholesky features of ``K + 1e-8 I``), test log-loss,
-  the penalty minimising it over ``CLASSIFICATION_LAMBDAS``.
-
-Results go to ``--output-dir`` (default ``results/auto_rank/<part>_n<rows>``;
-``custom`` for ``--sets``): ``results.json`` (``run``, ``config``,
-``cases``, ``oracles``, one of ``records`` per set, seed, sampler and rule,
-``summary``; rewritten after every problem), ``summary.md`` and
-``auto_rank.png``; the headline goes to ``results/auto_rank/history.jsonl``.
+Per problem, seed, sampler and rule (``--rules``: values of
+``n_components``, estimator keywords after a colon, joined by ``+``:
+``auto:loss_tol=0.02+max_components=3000``): **success** (the rule's error
+at most 1.01 times exact at the same penalty), **p / p_oracle** (the oracle:
+the smallest int rank meeting that bar, by bisection), the **time ratio**
+over the int fit at the rule's rank (same child, A B A B) and the child's
+**peak RSS**.  The problems, the oracle's search and the results files:
+``benchmarks/README.rst``, "bench_auto_rank.py".
 
 Usage::
 
     python benchmarks/bench_auto_rank.py                   # several hours
     python benchmarks/bench_auto_rank.py --quick --rules auto   # < 1 minute
     python benchmarks/bench_auto_rank.py --part classification --seeds 0
-    python benchmarks/bench_auto_rank.py --sets abalone,spline_b1_d2 \\
+    python benchmarks/bench_auto_rank.py --sets abalone,spline_b1_d2 \
         --samplers uniform,pivoted --rules auto,auto:loss_tol=0.05
 """
 

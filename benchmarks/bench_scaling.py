@@ -1,41 +1,22 @@
 """Fit time and memory against n, beside the physical floor and scikit-learn.
 
-Every fit runs in a child process of its own (its peak RSS is its own), on
-``--threads`` BLAS threads, and measures the float64 GEMM rate just after
-its fit, so that the *physical floor* beside each time is of the same
-moment: ``n p^2 / (GEMM rate)`` (the Gram matrix ``Phi^T Phi``) plus the
-kernel block ``K(X, I)`` formed once by a fused numpy RBF written here
-(:func:`rbf_block`, within a few percent of the library's own kernel code).
-The problem: ``X ~ N(0, I_d)``, a smooth target plus ``N(0, 0.1^2)`` noise,
-``gamma = 1 / 18``, ``lambda = 1e-6`` (``alpha = n lambda``), 10,000 test
-rows; test errors against the noise-free target (``test_mse``) and against
-noisy labels (``test_mse_noisy``).
-
-Parts (``--parts``):
-
-* ``scaling``: :class:`sklearn_dof.DoFKernelRidge`, ``p`` fixed, ``n`` in
-  {1e4, 1e5, 1e6}, 8 and 32 features, float64 and float32;
-* ``sklearn``: scikit-learn's ``Nystroem + Ridge`` beside ours, ``n`` up to
-  2e5 (its 16 GB of features at 1e6 do not fit a small machine);
-* ``auto``: ``n_components="auto"`` against the int fit at the rank it
-  chose, A B A B (``--auto-repeat``), medians;
-* ``predict``: throughput on 10,000 rows and single-row latency;
-* ``cores``: fit time against the thread count at n = 2e5 and 1e6, each
-  beside its floor at the same count, scikit-learn at the largest count,
-  ``"auto"`` and prediction against the thread count (``n_jobs=None`` under
-  ``OMP_NUM_THREADS``; ``pool_threads``: the threads the library started).
+Each fit runs in its own child process on ``--threads`` BLAS threads and
+measures the float64 GEMM rate just after its fit: the *physical floor*
+beside each time is ``n p^2 / (GEMM rate)`` plus the kernel block
+``K(X, I)`` by a fused numpy RBF (:func:`rbf_block`).  The problem
+(``X ~ N(0, I_d)``, a smooth target plus noise, ``gamma = 1 / 18``,
+``lambda = 1e-6``) and the parts (``scaling``, ``sklearn``, ``auto``,
+``predict``, ``cores``): ``benchmarks/README.rst``, "bench_scaling.py".
 
 Usage::
 
     python benchmarks/bench_scaling.py                 # every part
     python benchmarks/bench_scaling.py --quick         # small sizes
-    python benchmarks/bench_scaling.py --parts auto --auto-sizes 100000,1000000 \\
+    python benchmarks/bench_scaling.py --parts auto --auto-sizes 100000,1000000 \
         --auto-lambdas 1e-3,1e-5 --auto-samplers uniform
     python benchmarks/bench_scaling.py --resummarise   # summaries, plot again
-    python benchmarks/bench_scaling.py --parts cores --output-dir DIR
 
-Results: ``results.json`` (one entry per set of parts, each with its run
-record) and ``scaling.png`` in ``--output-dir`` (default
+Results: ``results.json`` and ``scaling.png`` in ``--output-dir`` (default
 ``benchmarks/results/scaling``), the headline in
 ``results/scaling/history.jsonl``.  Use an idle machine.
 """

@@ -10,10 +10,8 @@ precision), ``figure3`` (real data; pumadyn-32nm, with bank-32nh and
 bank-32nm standing in for the paper's other pumadyn sets), ``table1``
 (fitted against predicted exponents, ``table1.csv``) and ``auto_rank``
 (``DoFNystroem(n_components="auto")`` on the problems of Figures 2 and 3).
-Errors on the synthetic problems are the expected in-sample errors over the
-noise, computed exactly, at the oracle penalty; the *sufficient rank* is the
-smallest ``p`` from which the error stays within 1% of exact kernel ridge.
-Usage, conventions and results: ``benchmarks/README.rst``.
+Usage, conventions (the errors, the *sufficient rank*) and results:
+``benchmarks/README.rst``.
 """
 
 import argparse
