@@ -498,9 +498,15 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, kernel_basis=True)
         solved = self._solve_by_cg(features, y, sample_weight)
-        if solved is not None:
-            self._set_coef(*solved, y, features)
-            return self
+        if solved is None:
+            solved = self._solve_direct(X, features, y, sample_weight)
+        W, problem, features = solved
+        self._set_coef(W, problem, y, features)
+        return self
+
+    def _solve_direct(self, X, features, y, sample_weight):
+        """``(W, problem, features)`` of the direct solve of the normal
+        equations on the kernel basis, else on the rows' features."""
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
         W = problem.solve(self.alpha)
         self._n_refine_passes = problem.refine_passes
@@ -514,11 +520,10 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             features = self.nystroem_._training_features(X, cholesky=cholesky)
             problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
             W = problem.solve(self.alpha)
-        self._set_coef(W, problem, y, features)
-        return self
+        return W, problem, features
 
     def _solve_by_cg(self, features, y, sample_weight):
-        """``(W, problem)`` from :class:`NystroemPCGRidgeProblem` where
+        """``(W, problem, features)`` from :class:`NystroemPCGRidgeProblem` where
         ``solver`` asks for it and the landmark block has a Cholesky factor;
         None for the direct route."""
         basis = features.basis
@@ -544,7 +549,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._refined = True
         if not problem.converged:
             warn_not_converged(problem.n_iter, problem.tol)
-        return W, problem
+        return W, problem, features
 
 
 class _PredictionsAsInput(RegressorMixin, BaseEstimator):
