@@ -81,7 +81,7 @@ def pcg_steps(
         rz = rz_next
 
 
-def pcg_ridge(apply, rhs, precondition, y_norms, tol, max_iter, xp=np):
+def pcg_ridge(apply, rhs, precondition, y_norms, tol, max_iter, xp=np, start=None):
     """Ridge weights by preconditioned conjugate gradients, stopped on the
     training objective.
 
@@ -89,7 +89,8 @@ def pcg_ridge(apply, rhs, precondition, y_norms, tol, max_iter, xp=np):
     objective ``J(W) = ||y_c - Phi_c W||_S^2 + alpha ||W||^2`` is
     ``y_norms - W^T (rhs + R)`` per column, and its excess over the minimum
     is ``R^T H^{-1} R``, about the ``R^T P^{-1} R`` the iteration computes.
-    The iteration starts from ``P^{-1} rhs`` and stops once that excess is
+    The iteration starts from ``start``, else ``P^{-1} rhs``, and stops once
+    that excess is
     at most ``tol`` times ``J(W)`` for every target: the training
     predictions are then within about ``sqrt(tol)`` of the residual's norm
     of the exact solution's.
@@ -104,6 +105,8 @@ def pcg_ridge(apply, rhs, precondition, y_norms, tol, max_iter, xp=np):
         Relative excess of the objective at which to stop.
     max_iter : int
         Most steps.
+    start : array of shape (p, k), default=None
+        The first iterate (a warm start); None for ``P^{-1} rhs``.
 
     Returns
     -------
@@ -113,7 +116,9 @@ def pcg_ridge(apply, rhs, precondition, y_norms, tol, max_iter, xp=np):
     converged : bool
         Whether the iteration stopped on ``tol``.
     """
-    steps = pcg_steps(apply, rhs, precondition(rhs), precondition, xp)
+    if start is None:
+        start = precondition(rhs)
+    steps = pcg_steps(apply, rhs, start, precondition, xp)
     for n_iter, (W, R, rz) in enumerate(steps):
         objective = y_norms - _columnwise_dot(W, rhs + R, xp)
         # (One synchronisation per step on an accelerator.)

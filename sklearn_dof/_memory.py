@@ -86,6 +86,18 @@ def rank_bytes(rank):
     return 8 * _RANK_WORDS * rank**2
 
 
+# The float64 p x p arrays a conjugate-gradient fit at rank p holds at
+# most: K(I, I) while it is factored into R, R, and the preconditioner's
+# factor (float32 first).
+_CG_WORDS = 3
+
+
+def cg_rank_bytes(rank):
+    """Bytes of a conjugate-gradient fit at rank ``rank``: its ``p x p``
+    arrays (the rows' kernel blocks are streamed)."""
+    return 8 * _CG_WORDS * rank**2
+
+
 def default_max_components():
     """The default cap of an automatic rank: the largest rank whose
     :func:`rank_bytes` fit the budget (at least 1)."""

@@ -14,6 +14,7 @@ fixed features: one ``p x p`` eigendecomposition, then ``O(n p)`` per
 penalty.
 """
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -35,9 +36,17 @@ from sklearn.utils.validation import (
 
 from . import _array_api, _dask, _memory, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
+from ._heldout import (
+    NestedRows,
+    held_out_rounds,
+    held_out_split,
+    held_out_warning,
+    uses_held_out,
+)
 from ._kernel_learning import SEARCH_LAMBDAS, learned_penalties, search_kernel
 from ._kernel_objects import check_kernel_object, is_kernel_object
 from ._landmark_block import EveryRow, FitRequest
+from ._landmarks import LandmarkSelection
 from ._nystroem import DoFNystroem
 from ._penalty_walk import climb, walk_from, walk_start
 from ._progress import Progress
@@ -49,7 +58,7 @@ from ._ridge_solve import (
     uses_cg,
     warn_not_converged,
 )
-from ._validation import is_always_psd
+from ._validation import is_always_psd, user_stacklevel
 
 # The parameters of both estimators forwarded to DoFNystroem (loss_tol: the
 # certified rank's, tol: the d.o.f. estimate's tolerance).
@@ -480,6 +489,18 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
         kernel_basis = X.dtype != np.float32
+        if (
+            kernel_basis
+            and not _dask.is_dask_array(X)
+            and uses_held_out(
+                self.n_components,
+                self.solver,
+                self.sampling,
+                self.max_components,
+                X.shape[0],
+            )
+        ):
+            return self._fit_held_out(X, y, sample_weight)
         request = FitRequest(
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             kernel_basis=kernel_basis,
@@ -497,18 +518,106 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, kernel_basis=True)
-        solved = self._solve_by_cg(features, y, sample_weight)
+        solved = self._solve_by_cg(X, features, y, sample_weight)
         if solved is None:
-            solved = self._solve_direct(X, features, y, sample_weight)
+            solved = self._solve_direct(X, features, y, sample_weight, self.alpha)
         W, problem, features = solved
         self._set_coef(W, problem, y, features)
         return self
 
-    def _solve_direct(self, X, features, y, sample_weight):
+    def _fit_held_out(self, X, y, sample_weight):
+        """The automatic rank certified on held-out rows
+        (:mod:`~sklearn_dof._heldout`): fits at doubling ranks of uniform
+        landmarks with the held-out rows weighing zero, at the penalty of
+        the same ``lambda``; then the last fit's landmarks on every row,
+        warm-started from its solution with its preconditioner."""
+        n_samples = X.shape[0]
+        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        split = held_out_split(weight, self.random_state)
+        train_alpha = self.alpha * split.train_share
+        request = FitRequest(kernel_basis=True)
+        landmarks = NestedRows(split.order)
+        Y = y.reshape(n_samples, -1)
+        progress = Progress(self.verbose, type(self).__name__)
+        last = {}
+
+        def fit(rank):
+            features = self._fit_nystroem(
+                X,
+                self.alpha,
+                request,
+                n_components=rank,
+                sampling=landmarks,
+            )
+            W, problem, features = self._solve_weighted(
+                X, features, y, split.train_weight, train_alpha
+            )
+            self._set_coef(W, problem, y, features)
+            last.update(W=W, problem=problem, features=features)
+            predictions = self._kernel_expansion(X[split.held])
+            predictions = predictions.reshape(-1, Y.shape[1])
+            mse = np.mean((predictions - Y[split.held]) ** 2)
+            progress(f"held-out round: {rank} components, held-out MSE {mse:.4g}")
+            return predictions
+
+        baseline = (
+            np.average(Y, axis=0, weights=split.train_weight)
+            if self.fit_intercept
+            else np.zeros(Y.shape[1])
+        )
+        rounds = held_out_rounds(
+            fit,
+            Y[split.held],
+            baseline,
+            min(self.max_components, split.order.shape[0]),
+            self.loss_tol,
+            split.order.shape[0],
+        )
+        W, problem, features = self._solve_weighted(
+            X, last["features"], y, weight, self.alpha, last["W"], last["problem"]
+        )
+        self._set_coef(W, problem, y, features)
+        self._record_held_out(rounds, n_samples)
+        return self
+
+    def _solve_weighted(self, X, features, y, weight, alpha, start=None, like=None):
+        """``(W, problem, features)`` by the conjugate gradients (warm from
+        ``start``, ``like``'s preconditioner where it serves), else the
+        direct solve."""
+        problem = NystroemPCGRidgeProblem(features, y, weight, self.fit_intercept)
+        W = problem.solve(alpha, start=start, like=like)
+        if W is None:
+            return self._solve_direct(X, features, y, weight, alpha)
+        self.n_iter_ = problem.n_iter
+        self._n_refine_passes = problem.refine_passes
+        self._refined = True
+        if not problem.converged:
+            warn_not_converged(problem.n_iter, problem.tol)
+        return W, problem, features
+
+    def _record_held_out(self, rounds, n_samples):
+        """``nystroem_``'s certificate record of a held-out route; the
+        warning where ``max_components`` stopped it."""
+        rank = rounds.rank
+        loss = rounds.certificate.loss(rank)
+        selection = LandmarkSelection(
+            self.nystroem_.component_indices_, None, None, None, loss=loss
+        )
+        self.nystroem_._record_rank(selection, n_samples)
+        if rounds.requested is None:
+            return
+        self.nystroem_.requested_components_ = rounds.requested
+        warnings.warn(
+            held_out_warning(rank, loss, rounds.requested, self.loss_tol),
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+    def _solve_direct(self, X, features, y, sample_weight, alpha):
         """``(W, problem, features)`` of the direct solve of the normal
         equations on the kernel basis, else on the rows' features."""
         problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
-        W = problem.solve(self.alpha)
+        W = problem.solve(alpha)
         self._n_refine_passes = problem.refine_passes
         self._refined = W is not None
         if W is None:
@@ -519,13 +628,13 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             cholesky = basis.cholesky if basis is not None else None
             features = self.nystroem_._training_features(X, cholesky=cholesky)
             problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
-            W = problem.solve(self.alpha)
+            W = problem.solve(alpha)
         return W, problem, features
 
-    def _solve_by_cg(self, features, y, sample_weight):
+    def _solve_by_cg(self, X, features, y, sample_weight):
         """``(W, problem, features)`` from :class:`NystroemPCGRidgeProblem` where
-        ``solver`` asks for it and the landmark block has a Cholesky factor;
-        None for the direct route."""
+        ``solver`` asks for it and the landmark block has a Cholesky factor
+        (:meth:`_solve_weighted`); None for the direct route."""
         basis = features.basis
         p = features.n_components
         # An automatic rank comes with the rows' partial Cholesky factor,
@@ -538,18 +647,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # at p = 20,000), is let go, and recomputed should the direct solve
         # take over.
         basis.release_gram()
-        problem = NystroemPCGRidgeProblem(
-            features, y, sample_weight, self.fit_intercept
-        )
-        W = problem.solve(self.alpha)
-        if W is None:
-            return None
-        self.n_iter_ = problem.n_iter
-        self._n_refine_passes = problem.refine_passes
-        self._refined = True
-        if not problem.converged:
-            warn_not_converged(problem.n_iter, problem.tol)
-        return W, problem, features
+        return self._solve_weighted(X, features, y, sample_weight, self.alpha)
 
 
 class _PredictionsAsInput(RegressorMixin, BaseEstimator):

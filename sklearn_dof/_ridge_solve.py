@@ -11,6 +11,7 @@ errors of a grid of penalties from one eigendecomposition
 (:mod:`sklearn_dof._loo`).
 """
 
+import math
 import warnings
 from functools import partial
 
@@ -348,18 +349,27 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
         self.tol = PCG_TOL if tol is None else tol
         self.max_iter = PCG_MAX_ITER if max_iter is None else max_iter
         self.n_iter, self.converged = 0, None
+        self._precondition = None
         moments = normal_equations(features, self.y, self.sw, True, with_gram=False)
         self._set_kernel_sums(*moments)
         y_c = self.y - self.y_offset
         self._y_norms = np.einsum("i,ij,ij->j", self.sw, y_c, y_c)
 
-    def solve(self, alpha):
+    def solve(self, alpha, start=None, like=None):
         """Ridge weights (p, k) to ``tol``, or None without a preconditioner
-        (the caller then solves directly)."""
+        (the caller then solves directly).
+
+        ``start``: the first iterate (p, k), else ``P^{-1} rhs``.  ``like``:
+        a problem on the same basis whose last :meth:`solve` had the same
+        ``alpha / t``; its preconditioner is this one's, scaled (``P``
+        scales with ``t`` at a fixed ``alpha / t``), with no ``O(p^3)``.
+        """
         self.refine_passes = 0
-        precondition = self._preconditioner(alpha)
+        precondition = self._preconditioner(alpha, like)
         if precondition is None:
             return None
+        if start is not None:
+            start = np.asarray(start, dtype=np.float64).reshape(self.rhs.shape)
         W, self.n_iter, self.converged = pcg_ridge(
             lambda V: self._apply(V, alpha),
             self.rhs,
@@ -367,25 +377,49 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
             self._y_norms,
             self.tol,
             self.max_iter,
+            start=start,
         )
         return W
 
-    def _preconditioner(self, alpha):
+    def _preconditioner(self, alpha, like=None):
         """``rhs -> P^{-1} rhs`` for ``P = (t / p) R R^T + alpha I``
         (:func:`~sklearn_dof._pcg_operator.falkon_preconditioner`), or None
-        (no Cholesky basis, or no factor of ``P`` even in float64)."""
+        (no Cholesky basis, or no factor of ``P`` even in float64); that of
+        ``like`` scaled where it serves (see :meth:`solve`)."""
+        total = float(self.sw.sum())
+        reused = _scaled_preconditioner(like, self.basis, alpha, total)
+        if reused is not None:
+            self._precondition = (reused, alpha / total, total)
+            return reused
         R = self.basis.cholesky
         if R is None:
             return None
-        return falkon_preconditioner(
+        precondition = falkon_preconditioner(
             # B = R^T: B^T B = R R^T by LAPACK's lauum (by tiles above
             # _tiles.TILE_ORDER), cast tile by tile, never as a p x p copy.
             lambda dtype: _tiles.upper_outer(R, dtype),
             _cholesky_solver,
-            float(self.sw.sum()),
+            total,
             alpha,
             PCG_PRECONDITIONER_DTYPE,
         )
+        self._precondition = (precondition, alpha / total, total)
+        return precondition
+
+
+def _scaled_preconditioner(like, basis, alpha, total):
+    """The preconditioner of ``like`` (a solved
+    :class:`NystroemPCGRidgeProblem`) for ``alpha`` and total weight
+    ``total`` on ``basis``: ``P' = (t' / t) P`` when ``alpha' / t' = alpha /
+    t``; None where it does not serve."""
+    cached = getattr(like, "_precondition", None)
+    if cached is None or like.basis is not basis or total <= 0:
+        return None
+    precondition, ratio, like_total = cached
+    if precondition is None or not math.isclose(alpha / total, ratio, rel_tol=1e-12):
+        return None
+    scale = like_total / total
+    return lambda rhs: precondition(rhs) * scale
 
 
 def _cholesky_solver(P):

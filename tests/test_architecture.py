@@ -44,7 +44,7 @@ LAYERS = [
     ("Dask back-end", ["_dask"]),
     ("degrees of freedom and loss", ["_dof", "_certificate"]),
     ("sampling rules", ["_samplers"]),
-    ("estimate and rank rules", ["_estimate", "_rank"]),
+    ("estimate and rank rules", ["_estimate", "_rank", "_heldout"]),
     ("landmark block", ["_landmark_block"]),
     ("landmark selection", ["_landmarks"]),
     ("array-API back-end", ["_array_api"]),

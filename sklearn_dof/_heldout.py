@@ -1,0 +1,207 @@
+"""The automatic rank certified on held-out rows, from fits at doubling ranks.
+
+The certificate of :mod:`~sklearn_dof._certificate` reads leave-one-out
+errors of every prefix of an ``n x r`` factor of the rows: ``O(n r^2)`` a
+round and ``n r`` numbers held, which past the memory budget's default cap
+binds before the conjugate gradients' fits (``O(p^2)`` memory) do.  Here
+the rank is certified from fits alone: the rows are split once into a
+uniform held-out set and the training rows; the fits, at ranks ``r_0, 2
+r_0, 4 r_0, ...`` of one nested uniform order of training rows, train on
+the others (the held-out rows weigh zero), and the held-out squared
+residuals of every rank go to the same :class:`LossCertificate`, every
+held-out row a non-landmark.  The rounds end at the first rank whose
+certified loss is at most ``loss_tol``, or at the cap; the caller keeps
+that last fit's landmarks and refits them on every row.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from . import _memory
+from ._certificate import LossCertificate
+
+# Held-out rows: enough that two standard errors of the paired excess
+# between ranks r / 2 and r are well under 1% near a plateau, at most
+# HELDOUT_SHARE of the rows (doc/design/large_ranks.rst, "A held-out
+# certificate from int fits").
+HELDOUT_ROWS = 4096
+# The held-out rows' largest share of the rows: their weight is lost to the
+# rounds' fits, not to the final one.
+HELDOUT_SHARE = 0.125
+# The first rank of the rounds, at most a sixteenth of the cap: below it,
+# fits cost little next to the last one (each doubling costs up to eight
+# times the one before).
+FIRST_RANK = 512
+# Doublings seen before a rank may be certified: the tail's geometric
+# model reads the decrease over the last two.
+MIN_DOUBLINGS = 2
+
+
+class HeldOutSplit(NamedTuple):
+    """The rows of a held-out certificate.
+
+    Attributes
+    ----------
+    held : ndarray of int
+        The held-out rows, sorted.
+    train_weight : ndarray of shape (n_samples,)
+        The sample weights with the held-out rows' set to zero.
+    order : ndarray of int
+        The training rows in a uniform random order: the landmarks of rank
+        ``r`` are its first ``r``.
+    train_share : float
+        The training rows' share of the total weight: a fit on them at
+        ``alpha * train_share`` has the ``lambda = alpha / n`` of the fit
+        on every row.
+    """
+
+    held: np.ndarray
+    train_weight: np.ndarray
+    order: np.ndarray
+    train_share: float
+
+
+def uses_held_out(n_components, solver, sampling, max_components, n_samples):
+    """Whether an automatic rank of squared loss is certified on held-out
+    rows: ``n_components="auto"`` with uniform landmarks, a solver that
+    allows the conjugate gradients, no exact route (``K`` does not fit the
+    memory budget), and a ``max_components`` above the default cap, the
+    largest rank whose factor certificate fits the budget."""
+    return (
+        isinstance(n_components, str)
+        and n_components == "auto"
+        and isinstance(sampling, str)
+        and sampling == "uniform"
+        and solver != "direct"
+        and max_components is not None
+        and min(max_components, n_samples) > _memory.default_max_components()
+        and not _memory.fits_exact(n_samples)
+    )
+
+
+def held_out_split(sample_weight, random_state):
+    """A :class:`HeldOutSplit` of the rows: ``min(HELDOUT_ROWS,
+    HELDOUT_SHARE n)`` uniform held-out rows (at least one)."""
+    weight = np.asarray(sample_weight, dtype=np.float64)
+    n_samples = weight.shape[0]
+    rng = check_random_state(random_state)
+    n_held = max(1, min(HELDOUT_ROWS, int(HELDOUT_SHARE * n_samples)))
+    permutation = rng.permutation(n_samples)
+    held = np.sort(permutation[:n_held])
+    train_weight = weight.copy()
+    train_weight[held] = 0.0
+    total = float(weight.sum())
+    share = float(train_weight.sum()) / total if total > 0 else 0.0
+    # The landmarks: training rows of positive weight, in the permutation's
+    # (uniform) order.
+    order = permutation[n_held:]
+    order = order[train_weight[order] > 0]
+    return HeldOutSplit(held, train_weight, order, share)
+
+
+class NestedRows:
+    """The landmark selector of the rounds: the first ``n_components`` rows
+    of ``order``, with no factor of the rows (as an int rank of uniform
+    landmarks; given rows would grow one).
+
+    Parameters
+    ----------
+    order : ndarray of int
+        Row indices, in the order the ranks take them.
+    """
+
+    def __init__(self, order):
+        self.order = order
+
+    def select(self, X, n_components, random_state=None):
+        """The first ``n_components`` rows of ``order``."""
+        return self.order[:n_components]
+
+    def __repr__(self):
+        return f"NestedRows(<{self.order.size} rows>)"
+
+
+class HeldOutRounds(NamedTuple):
+    """The outcome of :func:`held_out_rounds`.
+
+    Attributes
+    ----------
+    rank : int
+        The rank of the last fit, the one kept.
+    certificate : LossCertificate
+        The certificate over the ranks fitted (rank 0 the baseline).
+    certified : int or None
+        The smallest certified rank, None when the cap stopped the rounds.
+    requested : int or None
+        The rank the certificate asks for when the cap stopped it.
+    """
+
+    rank: int
+    certificate: LossCertificate
+    certified: int | None
+    requested: int | None
+
+
+def held_out_rounds(
+    fit, y_held, baseline, cap, loss_tol, n_candidates, first_rank=FIRST_RANK
+):
+    """Fit at doubling ranks until one is certified on the held-out rows.
+
+    Parameters
+    ----------
+    fit : callable
+        ``rank -> predictions`` of the held-out rows, shape ``(n_held, k)``,
+        of the fit at that rank on the training rows.
+    y_held : ndarray of shape (n_held, k)
+        The held-out targets.
+    baseline : ndarray of shape (k,)
+        The prediction of rank 0 (the training rows' weighted mean with an
+        intercept, else zero).
+    cap : int
+        The largest rank.
+    loss_tol : float
+        The relative excess loss allowed.
+    n_candidates : int
+        The training rows that may be landmarks: the most a warning may ask
+        for.
+    first_rank : int, default=FIRST_RANK
+        The first rank fitted, at most ``cap / 16``.
+
+    Returns
+    -------
+    HeldOutRounds
+    """
+    n_held = y_held.shape[0]
+    ranks, squares = [0], [((y_held - baseline) ** 2).sum(axis=1)]
+    rank = max(1, min(first_rank, cap // 16))
+    while True:
+        squares.append(((fit(rank) - y_held) ** 2).sum(axis=1))
+        ranks.append(rank)
+        certificate = LossCertificate(
+            np.asarray(ranks), np.column_stack(squares), np.full(n_held, np.inf)
+        )
+        certified = certificate.certified_rank(loss_tol)
+        if len(ranks) < MIN_DOUBLINGS + 2 and rank < cap:
+            certified = None
+        if certified is not None:
+            return HeldOutRounds(rank, certificate, certified, None)
+        if rank >= cap:
+            requested = certificate.requested_rank(loss_tol, n_candidates)
+            return HeldOutRounds(rank, certificate, None, int(requested))
+        rank = min(2 * rank, cap)
+
+
+def held_out_warning(rank, loss, requested, loss_tol):
+    """The warning of held-out rounds that ``max_components`` stopped at
+    ``rank``, short of ``loss_tol``: the rank the certificate asks for and
+    the memory of a conjugate-gradient fit at it."""
+    needed = _memory.format_bytes(_memory.cg_rank_bytes(requested))
+    return (
+        f"n_components='auto' stopped at max_components={rank}: the held-out "
+        f"loss estimate (relative excess loss {loss:.3g} at {rank} components, "
+        f"above loss_tol={loss_tol:g}) asks for about {requested} components, "
+        f"which need about {needed} of memory. Raise max_components, or the "
+        "penalty."
+    )

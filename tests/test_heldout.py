@@ -1,0 +1,171 @@
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.kernel_ridge import KernelRidge
+
+from sklearn_dof import DoFKernelRidge, _memory, config_context
+from sklearn_dof._heldout import (
+    HELDOUT_ROWS,
+    HELDOUT_SHARE,
+    held_out_rounds,
+    held_out_split,
+    uses_held_out,
+)
+
+# A budget whose default cap is 100 columns and whose exact route stops
+# at 223 rows: the held-out route on small problems.
+SMALL_BUDGET = 8 * 5 * 100**2
+
+
+def _problem(n, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + 0.1 * rng.randn(n)
+    return X, y
+
+
+@pytest.mark.parametrize("n", [100, 20_000, 50_000])
+def test_the_split_holds_out_a_bounded_share_and_orders_the_others(n):
+    weight = np.ones(n)
+    weight[::7] = 0.0
+    split = held_out_split(weight, 0)
+    n_held = min(HELDOUT_ROWS, int(HELDOUT_SHARE * n))
+    assert split.held.shape == (n_held,)
+    assert np.all(np.diff(split.held) > 0)
+    assert np.all(split.train_weight[split.held] == 0)
+    rest = np.setdiff1d(np.arange(n), split.held)
+    np.testing.assert_array_equal(split.train_weight[rest], weight[rest])
+    # Every training row of positive weight, once, none held out.
+    np.testing.assert_array_equal(np.sort(split.order), rest[weight[rest] > 0])
+    assert split.train_share == pytest.approx(split.train_weight.sum() / weight.sum())
+    again = held_out_split(weight, 0)
+    np.testing.assert_array_equal(again.order, split.order)
+
+
+def test_the_route_is_taken_only_where_the_factor_certificate_is_capped():
+    with config_context(memory_budget=SMALL_BUDGET):
+        cap = _memory.default_max_components()
+        assert cap == 100
+        assert uses_held_out("auto", "auto", "uniform", 400, 3000)
+        assert uses_held_out("auto", "cg", "uniform", 400, 3000)
+        assert not uses_held_out("auto", "direct", "uniform", 400, 3000)
+        assert not uses_held_out("auto", "auto", "pivoted", 400, 3000)
+        assert not uses_held_out("dof", "auto", "uniform", 400, 3000)
+        assert not uses_held_out(300, "auto", "uniform", 400, 3000)
+        assert not uses_held_out("auto", "auto", "uniform", None, 3000)
+        assert not uses_held_out("auto", "auto", "uniform", cap, 3000)
+        # Where K fits the budget the exact route serves.
+        assert not uses_held_out("auto", "auto", "uniform", 400, 200)
+    # At the machine's budget small problems keep the factor route.
+    assert not uses_held_out("auto", "auto", "uniform", 400, 3000)
+
+
+def _rounds(errors, cap=4096, tol=0.01, n_held=20_000, seed=0):
+    """held_out_rounds on predictions whose squared error at rank r is
+    errors(r), with noise shared by every rank, as on real rows."""
+    rng = np.random.RandomState(seed)
+    y = rng.randn(n_held, 1)
+    direction = rng.randn(n_held, 1)
+    direction /= np.sqrt(np.mean(direction**2))
+    asked = []
+
+    def fit(rank):
+        asked.append(rank)
+        return y + np.sqrt(errors(rank)) * direction
+
+    result = held_out_rounds(fit, y, np.zeros(1), cap, tol, 10**6)
+    return result, asked
+
+
+def test_the_rounds_stop_at_the_first_certified_doubling():
+    # The error halves up to rank 512, then stays.
+    result, asked = _rounds(lambda r: 1.0 + 2.0 ** (-r / 64) if r < 512 else 1.0)
+    assert asked == [256, 512, 1024]
+    assert result.rank == 1024
+    assert result.certified == 512
+    assert result.requested is None
+    assert result.certificate.loss(result.rank) <= 0.01
+
+
+def test_a_falling_error_runs_to_the_cap_and_asks_for_more():
+    result, asked = _rounds(lambda r: 1.0 + 64.0 / r)
+    assert asked == [256, 512, 1024, 2048, 4096]
+    assert result.certified is None
+    assert result.rank == 4096
+    assert result.requested > 4096
+
+
+def test_no_rank_is_certified_before_two_doublings():
+    result, asked = _rounds(lambda r: 1.0)
+    assert asked == [256, 512, 1024]
+    assert result.certified is not None
+
+
+def test_the_held_out_route_agrees_with_the_factor_route():
+    X, y = _problem(3000)
+    X_test, y_test = _problem(2000, seed=1)
+    alpha = 1e-3 * X.shape[0]
+    factor = DoFKernelRidge(alpha=alpha, gamma=2.0, random_state=0).fit(X, y)
+    with config_context(memory_budget=SMALL_BUDGET):
+        held = DoFKernelRidge(
+            alpha=alpha, gamma=2.0, max_components=1600, random_state=0
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            held.fit(X, y)
+    exact = KernelRidge(alpha=alpha, kernel="rbf", gamma=2.0).fit(
+        X - X.mean(0), y - y.mean()
+    )
+    exact_mse = np.mean((exact.predict(X_test - X.mean(0)) + y.mean() - y_test) ** 2)
+    for model in (factor, held):
+        mse = np.mean((model.predict(X_test) - y_test) ** 2)
+        assert mse <= 1.02 * exact_mse
+    # The held-out rounds keep a certified doubling: their rank is within a
+    # factor of four of the factor route's certified one.
+    assert held.n_components_ > factor.n_components_ / 4
+    assert held.n_components_ < 4 * factor.n_components_ + 200
+    assert held.nystroem_.loss_estimate_ <= 0.01
+    assert held.nystroem_.requested_components_ is None
+    # Its landmarks are training rows of the nested order, none held out.
+    split = held_out_split(np.ones(3000), 0)
+    np.testing.assert_array_equal(
+        held.nystroem_.component_indices_, split.order[: held.n_components_]
+    )
+
+
+def test_the_held_out_fit_on_every_row_is_that_rank_s_int_fit():
+    X, y = _problem(3000)
+    alpha = 1e-3 * X.shape[0]
+    with config_context(memory_budget=SMALL_BUDGET):
+        held = DoFKernelRidge(
+            alpha=alpha, gamma=2.0, max_components=1600, random_state=0
+        ).fit(X, y)
+    landmarks = held.nystroem_.component_indices_
+    direct = DoFKernelRidge(
+        alpha=alpha,
+        gamma=2.0,
+        n_components=landmarks.shape[0],
+        sampling=landmarks,
+        solver="direct",
+    ).fit(X, y)
+    scale = np.sqrt(np.mean(direct.predict(X) ** 2))
+    # The conjugate gradients stop at their tolerance (warm-started, with
+    # the held-out round's preconditioner).
+    assert np.max(np.abs(held.predict(X) - direct.predict(X))) < 1e-2 * scale
+
+
+def test_the_warning_names_the_rank_the_held_out_certificate_asks_for():
+    X, y = _problem(3000)
+    with config_context(memory_budget=SMALL_BUDGET):
+        model = DoFKernelRidge(
+            alpha=1e-5 * X.shape[0], gamma=8.0, max_components=160, random_state=0
+        )
+        with pytest.warns(UserWarning, match="held-out") as record:
+            model.fit(X, y)
+    message = str(record[0].message)
+    requested = model.nystroem_.requested_components_
+    assert requested > 160
+    assert f"asks for about {requested} components" in message
+    assert "max_components=160" in message
+    assert model.n_components_ == 160
