@@ -24,8 +24,8 @@ from ._certificate import LossCertificate
 
 # Held-out rows: enough that two standard errors of the paired excess
 # between ranks r / 2 and r are well under 1% near a plateau, at most
-# HELDOUT_SHARE of the rows (doc/design/large_ranks.rst, "A held-out
-# certificate from int fits").
+# HELDOUT_SHARE of the rows (doc/design/large_ranks.rst, "The held-out
+# rounds").
 HELDOUT_ROWS = 4096
 # The held-out rows' largest share of the rows: their weight is lost to the
 # rounds' fits, not to the final one.

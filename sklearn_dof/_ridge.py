@@ -284,7 +284,17 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Loss of test error that ``n_components="auto"`` allows.
     max_components : int, default=None
         Cap of an automatic rank (None: from the memory budget), see
-        :class:`~sklearn_dof.DoFNystroem`.
+        :class:`~sklearn_dof.DoFNystroem`.  Above that default cap, where
+        ``K`` does not fit the budget either (``"auto"``, uniform
+        landmarks, a solver other than ``"direct"``), the rank is
+        certified on held-out rows instead of from the rows' factor, whose
+        memory grows as ``n`` times the rank: conjugate-gradient fits at
+        doubling ranks of one nested uniform order train with
+        ``min(4096, n / 8)`` uniform rows left out, at the same
+        ``lambda = alpha / n``, until those rows' errors certify a rank or
+        ``max_components`` stops them; the last fit's landmarks are then
+        refitted on every row, starting from its solution (see
+        :ref:`large_ranks`).
     fit_intercept : bool, default=True
         Fit an unpenalised intercept (features and targets are centred by
         their weighted means, as in :class:`~sklearn.linear_model.Ridge`).
