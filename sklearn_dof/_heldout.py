@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 
 from . import _memory
 from ._certificate import LossCertificate
+from ._progress import SILENT
 
 # Held-out rows: enough that two standard errors of the paired excess
 # between ranks r / 2 and r are well under 1% near a plateau, at most
@@ -145,7 +146,14 @@ class HeldOutRounds(NamedTuple):
 
 
 def held_out_rounds(
-    fit, y_held, baseline, cap, loss_tol, n_candidates, first_rank=FIRST_RANK
+    fit,
+    y_held,
+    baseline,
+    cap,
+    loss_tol,
+    n_candidates,
+    first_rank=FIRST_RANK,
+    progress=SILENT,
 ):
     """Fit at doubling ranks until one is certified on the held-out rows.
 
@@ -168,6 +176,8 @@ def held_out_rounds(
         for.
     first_rank : int, default=FIRST_RANK
         The first rank fitted, at most ``cap / 16``.
+    progress : Progress, default=SILENT
+        Prints a line per round (``verbose``).
 
     Returns
     -------
@@ -183,6 +193,11 @@ def held_out_rounds(
             np.asarray(ranks), np.column_stack(squares), np.full(n_held, np.inf)
         )
         certified = certificate.certified_rank(loss_tol)
+        progress(
+            f"held-out round: {rank} components, held-out MSE "
+            f"{squares[-1].mean() / y_held.shape[1]:.4g}, estimated loss at "
+            f"{rank // 2}: {certificate.loss(rank // 2):.3g}"
+        )
         if len(ranks) < MIN_DOUBLINGS + 2 and rank < cap:
             certified = None
         if certified is not None:

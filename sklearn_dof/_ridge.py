@@ -216,6 +216,149 @@ class _DoFRidgeMixin(DoFKernelMixin):
         tags.array_api_support = _array_api.supports(self)
         return tags
 
+    def _fit_held_out(self, X, y, sample_weight, alphas, start):
+        """The automatic rank certified on held-out rows
+        (:mod:`~sklearn_dof._heldout`): fits at doubling ranks of uniform
+        landmarks, the held-out rows weighing zero, each round at the
+        penalty of ``alphas`` whose held-out error is least (a walk from
+        ``start``, then from the round before's), at the same ``lambda``;
+        then the last round's landmarks and penalty on every row, warm from
+        its solution with its preconditioner.
+
+        Returns ``(alpha, held-out mean squared error)`` of that round.
+        """
+        n_samples = X.shape[0]
+        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+        split = held_out_split(weight, self.random_state)
+        Y = y.reshape(n_samples, -1)
+        state = {"alpha": float(start)}
+        baseline = (
+            np.average(Y, axis=0, weights=split.train_weight)
+            if self.fit_intercept
+            else np.zeros(Y.shape[1])
+        )
+        progress = Progress(self.verbose, type(self).__name__)
+        rounds = held_out_rounds(
+            lambda rank: self._held_out_round(X, y, split, rank, alphas, state),
+            Y[split.held],
+            baseline,
+            min(self.max_components, split.order.shape[0]),
+            self.loss_tol,
+            split.order.shape[0],
+            progress=progress,
+        )
+        problem = NystroemPCGRidgeProblem(
+            state["features"], y, weight, self.fit_intercept
+        )
+        warm = isinstance(state["problem"], NystroemPCGRidgeProblem)
+        W, problem, features = self._solve_weighted(
+            problem,
+            X,
+            state["features"],
+            y,
+            weight,
+            state["alpha"],
+            start=state["W"] if warm else None,
+            like=state["problem"] if warm else None,
+        )
+        self._set_coef(W, problem, y, features)
+        self._record_held_out(rounds, n_samples, state["alpha"])
+        return state["alpha"], state["mse"]
+
+    def _held_out_round(self, X, y, split, rank, alphas, state):
+        """One round of :meth:`_fit_held_out`: the fit at ``rank`` on the
+        training rows at the best penalty of a walk along ``alphas`` from
+        ``state["alpha"]`` (each penalty warm from the one before, on one
+        preconditioner while it serves); its held-out predictions."""
+        features = self._fit_nystroem(
+            X,
+            state["alpha"],
+            FitRequest(kernel_basis=True),
+            n_components=rank,
+            sampling=NestedRows(split.order),
+        )
+        problem = NystroemPCGRidgeProblem(
+            features, y, split.train_weight, self.fit_intercept
+        )
+        Y_held = y.reshape(X.shape[0], -1)[split.held]
+        last = {"W": None}
+
+        def score(alpha):
+            W, used, used_features = self._solve_weighted(
+                problem,
+                X,
+                features,
+                y,
+                split.train_weight,
+                alpha * split.train_share,
+                start=last["W"],
+            )
+            last["W"] = W if used is problem else None
+            self._set_coef(W, used, y, used_features)
+            predictions = self._kernel_expansion(X[split.held])
+            predictions = predictions.reshape(Y_held.shape)
+            mse = float(np.mean((predictions - Y_held) ** 2))
+            return mse, alpha, W, used, used_features, predictions
+
+        best = walk_from(score, alphas, state["alpha"], _smaller_error)
+        mse, alpha, W, used, used_features, predictions = best
+        state.update(alpha=alpha, W=W, problem=used, features=used_features, mse=mse)
+        return predictions
+
+    def _solve_weighted(
+        self, problem, X, features, y, weight, alpha, start=None, like=None
+    ):
+        """``(W, problem, features)`` of a
+        :class:`NystroemPCGRidgeProblem` by the conjugate gradients (warm
+        from ``start``, ``like``'s preconditioner where it serves), else of
+        the direct solve."""
+        W = problem.solve(alpha, start=start, like=like)
+        if W is None:
+            return self._solve_direct(X, features, y, weight, alpha)
+        self.n_iter_ = problem.n_iter
+        self._n_refine_passes = problem.refine_passes
+        self._refined = True
+        if not problem.converged:
+            warn_not_converged(problem.n_iter, problem.tol)
+        return W, problem, features
+
+    def _record_held_out(self, rounds, n_samples, alpha):
+        """``nystroem_``'s certificate record of a held-out route (its
+        ``alpha_``, ``loss_estimate_``); the warning where
+        ``max_components`` stopped it."""
+        rank = rounds.rank
+        loss = rounds.certificate.loss(rank)
+        selection = LandmarkSelection(
+            self.nystroem_.component_indices_, None, None, None, loss=loss, alpha=alpha
+        )
+        self.nystroem_._record_rank(selection, n_samples)
+        if rounds.requested is None:
+            return
+        self.nystroem_.requested_components_ = rounds.requested
+        warnings.warn(
+            held_out_warning(rank, loss, rounds.requested, self.loss_tol),
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+    def _solve_direct(self, X, features, y, sample_weight, alpha):
+        """``(W, problem, features)`` of the direct solve of the normal
+        equations on the kernel basis, else on the rows' features."""
+        problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
+        W = problem.solve(alpha)
+        self._n_refine_passes = problem.refine_passes
+        self._refined = W is not None
+        if W is None:
+            # Rounding of the kernel-basis Gram matrix swamps this penalty:
+            # pay for forming the features row by row, K(x, I) R^{-1} when
+            # K(I, I) (shifted if need be) has a Cholesky factor R.
+            basis = features.basis
+            cholesky = basis.cholesky if basis is not None else None
+            features = self.nystroem_._training_features(X, cholesky=cholesky)
+            problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
+            W = problem.solve(alpha)
+        return W, problem, features
+
 
 class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     """Kernel ridge regression on Nystroem features of degrees-of-freedom rank.
@@ -510,7 +653,8 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 X.shape[0],
             )
         ):
-            return self._fit_held_out(X, y, sample_weight)
+            self._fit_held_out(X, y, sample_weight, [self.alpha], self.alpha)
+            return self
         request = FitRequest(
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             kernel_basis=kernel_basis,
@@ -535,112 +679,6 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._set_coef(W, problem, y, features)
         return self
 
-    def _fit_held_out(self, X, y, sample_weight):
-        """The automatic rank certified on held-out rows
-        (:mod:`~sklearn_dof._heldout`): fits at doubling ranks of uniform
-        landmarks with the held-out rows weighing zero, at the penalty of
-        the same ``lambda``; then the last fit's landmarks on every row,
-        warm-started from its solution with its preconditioner."""
-        n_samples = X.shape[0]
-        weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
-        split = held_out_split(weight, self.random_state)
-        train_alpha = self.alpha * split.train_share
-        request = FitRequest(kernel_basis=True)
-        landmarks = NestedRows(split.order)
-        Y = y.reshape(n_samples, -1)
-        progress = Progress(self.verbose, type(self).__name__)
-        last = {}
-
-        def fit(rank):
-            features = self._fit_nystroem(
-                X,
-                self.alpha,
-                request,
-                n_components=rank,
-                sampling=landmarks,
-            )
-            W, problem, features = self._solve_weighted(
-                X, features, y, split.train_weight, train_alpha
-            )
-            self._set_coef(W, problem, y, features)
-            last.update(W=W, problem=problem, features=features)
-            predictions = self._kernel_expansion(X[split.held])
-            predictions = predictions.reshape(-1, Y.shape[1])
-            mse = np.mean((predictions - Y[split.held]) ** 2)
-            progress(f"held-out round: {rank} components, held-out MSE {mse:.4g}")
-            return predictions
-
-        baseline = (
-            np.average(Y, axis=0, weights=split.train_weight)
-            if self.fit_intercept
-            else np.zeros(Y.shape[1])
-        )
-        rounds = held_out_rounds(
-            fit,
-            Y[split.held],
-            baseline,
-            min(self.max_components, split.order.shape[0]),
-            self.loss_tol,
-            split.order.shape[0],
-        )
-        W, problem, features = self._solve_weighted(
-            X, last["features"], y, weight, self.alpha, last["W"], last["problem"]
-        )
-        self._set_coef(W, problem, y, features)
-        self._record_held_out(rounds, n_samples)
-        return self
-
-    def _solve_weighted(self, X, features, y, weight, alpha, start=None, like=None):
-        """``(W, problem, features)`` by the conjugate gradients (warm from
-        ``start``, ``like``'s preconditioner where it serves), else the
-        direct solve."""
-        problem = NystroemPCGRidgeProblem(features, y, weight, self.fit_intercept)
-        W = problem.solve(alpha, start=start, like=like)
-        if W is None:
-            return self._solve_direct(X, features, y, weight, alpha)
-        self.n_iter_ = problem.n_iter
-        self._n_refine_passes = problem.refine_passes
-        self._refined = True
-        if not problem.converged:
-            warn_not_converged(problem.n_iter, problem.tol)
-        return W, problem, features
-
-    def _record_held_out(self, rounds, n_samples):
-        """``nystroem_``'s certificate record of a held-out route; the
-        warning where ``max_components`` stopped it."""
-        rank = rounds.rank
-        loss = rounds.certificate.loss(rank)
-        selection = LandmarkSelection(
-            self.nystroem_.component_indices_, None, None, None, loss=loss
-        )
-        self.nystroem_._record_rank(selection, n_samples)
-        if rounds.requested is None:
-            return
-        self.nystroem_.requested_components_ = rounds.requested
-        warnings.warn(
-            held_out_warning(rank, loss, rounds.requested, self.loss_tol),
-            UserWarning,
-            stacklevel=user_stacklevel(),
-        )
-
-    def _solve_direct(self, X, features, y, sample_weight, alpha):
-        """``(W, problem, features)`` of the direct solve of the normal
-        equations on the kernel basis, else on the rows' features."""
-        problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
-        W = problem.solve(alpha)
-        self._n_refine_passes = problem.refine_passes
-        self._refined = W is not None
-        if W is None:
-            # Rounding of the kernel-basis Gram matrix swamps this penalty:
-            # pay for forming the features row by row, K(x, I) R^{-1} when
-            # K(I, I) (shifted if need be) has a Cholesky factor R.
-            basis = features.basis
-            cholesky = basis.cholesky if basis is not None else None
-            features = self.nystroem_._training_features(X, cholesky=cholesky)
-            problem = ridge_problem(features, y, sample_weight, self.fit_intercept)
-            W = problem.solve(alpha)
-        return W, problem, features
-
     def _solve_by_cg(self, X, features, y, sample_weight):
         """``(W, problem, features)`` from :class:`NystroemPCGRidgeProblem` where
         ``solver`` asks for it and the landmark block has a Cholesky factor
@@ -657,7 +695,15 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # at p = 20,000), is let go, and recomputed should the direct solve
         # take over.
         basis.release_gram()
-        return self._solve_weighted(X, features, y, sample_weight, self.alpha)
+        problem = NystroemPCGRidgeProblem(
+            features, y, sample_weight, self.fit_intercept
+        )
+        return self._solve_weighted(problem, X, features, y, sample_weight, self.alpha)
+
+
+def _smaller_error(candidate, best):
+    """Whether a held-out round's ``(error, ...)`` beats ``best``."""
+    return candidate is not None and (best is None or candidate[0] < best[0])
 
 
 class _PredictionsAsInput(RegressorMixin, BaseEstimator):
@@ -1045,6 +1091,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
         # Floats on the host, as alpha_ is, whatever the arrays' namespace.
         self.alphas_ = tuple(map(float, alphas))
+        if self._takes_held_out(X):
+            start, _ = walk_start(alphas, None, learned)
+            self.alpha_, mse = self._fit_held_out(X, y, sample_weight, alphas, start)
+            self.best_score_ = -mse
+            return self
         # Two passes (Gram matrix, then leave-one-out errors): keep the
         # features if they fit the memory budget.  The automatic rank is
         # certified for the penalty the leave-one-out error prefers, round
@@ -1104,6 +1155,27 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 return self
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
+
+    def _takes_held_out(self, X):
+        """Whether the automatic rank is certified on held-out rows
+        (:func:`~sklearn_dof._heldout.uses_held_out`), which then choose
+        the penalty too: with the efficient leave-one-out's defaults
+        (``cv``, ``scoring`` and ``store_cv_results`` left as they are), on
+        float64 NumPy data."""
+        return (
+            self.cv is None
+            and self.scoring is None
+            and not self.store_cv_results
+            and X.dtype == np.float64
+            and not _dask.is_dask_array(X)
+            and uses_held_out(
+                self.n_components,
+                "auto",
+                self.sampling,
+                self.max_components,
+                X.shape[0],
+            )
+        )
 
     def _check_search_options(self, X):
         """Options that cannot go together fail before the data are read."""

@@ -359,10 +359,12 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
         """Ridge weights (p, k) to ``tol``, or None without a preconditioner
         (the caller then solves directly).
 
-        ``start``: the first iterate (p, k), else ``P^{-1} rhs``.  ``like``:
-        a problem on the same basis whose last :meth:`solve` had the same
-        ``alpha / t``; its preconditioner is this one's, scaled (``P``
-        scales with ``t`` at a fixed ``alpha / t``), with no ``O(p^3)``.
+        ``start``: the first iterate (p, k), else ``P^{-1} rhs``.  The
+        preconditioner of ``like`` (a problem on the same basis) or of this
+        problem's last solve serves, scaled by the ratio of total weights,
+        with no ``O(p^3)``, where it was formed for an ``alpha / t`` within a
+        factor :data:`PRECONDITIONER_REUSE` of this one (exactly ``P`` at the
+        same ``alpha / t``).
         """
         self.refine_passes = 0
         precondition = self._preconditioner(alpha, like)
@@ -387,10 +389,11 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
         (no Cholesky basis, or no factor of ``P`` even in float64); that of
         ``like`` scaled where it serves (see :meth:`solve`)."""
         total = float(self.sw.sum())
-        reused = _scaled_preconditioner(like, self.basis, alpha, total)
-        if reused is not None:
-            self._precondition = (reused, alpha / total, total)
-            return reused
+        for source in (like, self):
+            reused = _scaled_preconditioner(source, self.basis, alpha, total)
+            if reused is not None:
+                self._precondition = (reused, source._precondition[1], total)
+                return reused
         R = self.basis.cholesky
         if R is None:
             return None
@@ -410,16 +413,26 @@ class NystroemPCGRidgeProblem(KernelBasisRidgeProblem):
 def _scaled_preconditioner(like, basis, alpha, total):
     """The preconditioner of ``like`` (a solved
     :class:`NystroemPCGRidgeProblem`) for ``alpha`` and total weight
-    ``total`` on ``basis``: ``P' = (t' / t) P`` when ``alpha' / t' = alpha /
-    t``; None where it does not serve."""
+    ``total`` on ``basis``: ``P' = (t' / t) P``, exact when ``alpha' / t' =
+    alpha / t`` and within a factor of :data:`PRECONDITIONER_REUSE` of
+    ``P'`` while the ratios are that close; None where it does not serve."""
     cached = getattr(like, "_precondition", None)
-    if cached is None or like.basis is not basis or total <= 0:
+    if cached is None or like.basis is not basis or total <= 0 or alpha <= 0:
         return None
     precondition, ratio, like_total = cached
-    if precondition is None or not math.isclose(alpha / total, ratio, rel_tol=1e-12):
+    if precondition is None or ratio <= 0:
+        return None
+    if abs(math.log(alpha / total / ratio)) > math.log(PRECONDITIONER_REUSE):
         return None
     scale = like_total / total
     return lambda rhs: precondition(rhs) * scale
+
+
+# The largest factor between the penalty per unit weight a preconditioner
+# was formed for and the one it serves: P then bounds the operator's
+# spectrum within that factor (one step of a half-decade grid is 3.2), and
+# the steps saved on its O(p^3) outweigh the few more it takes.
+PRECONDITIONER_REUSE = 4.0
 
 
 def _cholesky_solver(P):

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 from sklearn.kernel_ridge import KernelRidge
 
-from sklearn_dof import DoFKernelRidge, _memory, config_context
+from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, _memory, config_context
 from sklearn_dof._heldout import (
     HELDOUT_ROWS,
     HELDOUT_SHARE,
+    NestedRows,
     held_out_rounds,
     held_out_split,
     uses_held_out,
@@ -169,3 +170,32 @@ def test_the_warning_names_the_rank_the_held_out_certificate_asks_for():
     assert f"asks for about {requested} components" in message
     assert "max_components=160" in message
     assert model.n_components_ == 160
+
+
+def test_the_cv_estimator_chooses_its_penalty_on_the_held_out_rows():
+    X, y = _problem(4000)
+    X_test, y_test = _problem(2000, seed=1)
+    factor = DoFKernelRidgeCV(kernel="rbf", gamma=2.0, random_state=0).fit(X, y)
+    with config_context(memory_budget=SMALL_BUDGET):
+        held = DoFKernelRidgeCV(
+            kernel="rbf", gamma=2.0, max_components=2400, random_state=0
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            held.fit(X, y)
+    assert held.alpha_ in held.alphas_
+    assert held.nystroem_.alpha_ == held.alpha_
+    assert held.nystroem_.loss_estimate_ <= 0.01
+    # best_score_ is minus the held-out rows' mean squared error at alpha_.
+    split = held_out_split(np.ones(4000), 0)
+    rounds_fit = DoFKernelRidge(
+        alpha=held.alpha_ * split.train_share,
+        gamma=2.0,
+        n_components=held.n_components_,
+        sampling=NestedRows(split.order),
+        solver="direct",
+    ).fit(X, y, sample_weight=split.train_weight)
+    held_out = np.mean((rounds_fit.predict(X[split.held]) - y[split.held]) ** 2)
+    assert -held.best_score_ == pytest.approx(held_out, rel=1e-3)
+    mse = [np.mean((m.predict(X_test) - y_test) ** 2) for m in (factor, held)]
+    assert mse[1] <= 1.02 * mse[0]
