@@ -64,22 +64,30 @@ class HeldOutSplit(NamedTuple):
     train_share: float
 
 
-def uses_held_out(n_components, solver, sampling, max_components, n_samples):
-    """Whether an automatic rank of squared loss is certified on held-out
-    rows: ``n_components="auto"`` with uniform landmarks, a solver that
-    allows the conjugate gradients, no exact route (``K`` does not fit the
-    memory budget), and a ``max_components`` above the default cap, the
-    largest rank whose factor certificate fits the budget."""
-    return (
+def held_out_cap(n_components, solver, sampling, max_components, n_samples):
+    """The cap of held-out rounds where they may serve an automatic rank of
+    squared loss, else None.
+
+    They may where ``n_components="auto"`` with uniform landmarks, a solver
+    that allows the conjugate gradients, no exact route (``K`` does not fit
+    the memory budget) and a cap above the default one, the largest rank
+    whose factor certificate fits the budget: ``max_components``, else the
+    largest conjugate-gradient fit the budget holds
+    (:func:`~sklearn_dof._memory.default_cg_components`).  With a
+    ``max_components`` the rounds replace the factor's; without one they
+    take over where the factor's stop at their cap.
+    """
+    if not (
         isinstance(n_components, str)
         and n_components == "auto"
         and isinstance(sampling, str)
         and sampling == "uniform"
         and solver != "direct"
-        and max_components is not None
-        and min(max_components, n_samples) > _memory.default_max_components()
         and not _memory.fits_exact(n_samples)
-    )
+    ):
+        return None
+    cap = min(max_components or _memory.default_cg_components(), n_samples)
+    return cap if cap > _memory.default_max_components() else None
 
 
 def held_out_split(sample_weight, random_state):
@@ -208,15 +216,28 @@ def held_out_rounds(
         rank = min(2 * rank, cap)
 
 
-def held_out_warning(rank, loss, requested, loss_tol):
-    """The warning of held-out rounds that ``max_components`` stopped at
-    ``rank``, short of ``loss_tol``: the rank the certificate asks for and
-    the memory of a conjugate-gradient fit at it."""
+def held_out_warning(rank, loss, requested, loss_tol, max_components):
+    """The warning of held-out rounds that their cap stopped at ``rank``,
+    short of ``loss_tol``: ``max_components``, or (None) the memory
+    budget's largest conjugate-gradient fit; the rank the certificate asks
+    for and the memory of a fit at it."""
     needed = _memory.format_bytes(_memory.cg_rank_bytes(requested))
+    if max_components is None:
+        budget = _memory.format_bytes(_memory.memory_budget())
+        stop = (
+            f"{rank} components, the largest conjugate-gradient fit that the "
+            f"memory budget of {budget} allows (max_components=None)"
+        )
+        advice = (
+            "Raise the budget (sklearn_dof.set_config(memory_budget=...)) or "
+            "max_components, or the penalty."
+        )
+    else:
+        stop = f"max_components={max_components}"
+        advice = "Raise max_components, or the penalty."
     return (
-        f"n_components='auto' stopped at max_components={rank}: the held-out "
-        f"loss estimate (relative excess loss {loss:.3g} at {rank} components, "
-        f"above loss_tol={loss_tol:g}) asks for about {requested} components, "
-        f"which need about {needed} of memory. Raise max_components, or the "
-        "penalty."
+        f"n_components='auto' stopped at {stop}: the held-out loss estimate "
+        f"(relative excess loss {loss:.3g} at {rank} components, above "
+        f"loss_tol={loss_tol:g}) asks for about {requested} components, which "
+        f"need about {needed} of memory. {advice}"
     )

@@ -98,6 +98,12 @@ def cg_rank_bytes(rank):
     return 8 * _CG_WORDS * rank**2
 
 
+def default_cg_components():
+    """The largest rank whose conjugate-gradient fit
+    (:func:`cg_rank_bytes`) fits the budget (at least 1)."""
+    return max(1, math.isqrt(memory_budget() // (8 * _CG_WORDS)))
+
+
 def default_max_components():
     """The default cap of an automatic rank: the largest rank whose
     :func:`rank_bytes` fit the budget (at least 1)."""

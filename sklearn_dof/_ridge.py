@@ -14,6 +14,7 @@ fixed features: one ``p x p`` eigendecomposition, then ``O(n p)`` per
 penalty.
 """
 
+import contextlib
 import warnings
 from numbers import Integral, Real
 
@@ -38,10 +39,10 @@ from . import _array_api, _dask, _memory, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._heldout import (
     NestedRows,
+    held_out_cap,
     held_out_rounds,
     held_out_split,
     held_out_warning,
-    uses_held_out,
 )
 from ._kernel_learning import SEARCH_LAMBDAS, learned_penalties, search_kernel
 from ._kernel_objects import check_kernel_object, is_kernel_object
@@ -216,7 +217,16 @@ class _DoFRidgeMixin(DoFKernelMixin):
         tags.array_api_support = _array_api.supports(self)
         return tags
 
-    def _fit_held_out(self, X, y, sample_weight, alphas, start):
+    def _held_out_cap(self, X, solver):
+        """The cap of held-out rounds for ``X`` (float64 NumPy data, see
+        :func:`~sklearn_dof._heldout.held_out_cap`), else None."""
+        if X.dtype != np.float64 or _dask.is_dask_array(X):
+            return None
+        return held_out_cap(
+            self.n_components, solver, self.sampling, self.max_components, X.shape[0]
+        )
+
+    def _fit_held_out(self, X, y, sample_weight, alphas, start, cap):
         """The automatic rank certified on held-out rows
         (:mod:`~sklearn_dof._heldout`): fits at doubling ranks of uniform
         landmarks, the held-out rows weighing zero, each round at the
@@ -242,7 +252,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
             lambda rank: self._held_out_round(X, y, split, rank, alphas, state),
             Y[split.held],
             baseline,
-            min(self.max_components, split.order.shape[0]),
+            min(cap, split.order.shape[0]),
             self.loss_tol,
             split.order.shape[0],
             progress=progress,
@@ -336,7 +346,9 @@ class _DoFRidgeMixin(DoFKernelMixin):
             return
         self.nystroem_.requested_components_ = rounds.requested
         warnings.warn(
-            held_out_warning(rank, loss, rounds.requested, self.loss_tol),
+            held_out_warning(
+                rank, loss, rounds.requested, self.loss_tol, self.max_components
+            ),
             UserWarning,
             stacklevel=user_stacklevel(),
         )
@@ -437,7 +449,10 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         ``lambda = alpha / n``, until those rows' errors certify a rank or
         ``max_components`` stops them; the last fit's landmarks are then
         refitted on every row, starting from its solution (see
-        :ref:`large_ranks`).
+        :ref:`large_ranks`).  With ``max_components=None`` the held-out
+        rounds take over where the default cap stops the factor's, up to
+        the largest conjugate-gradient fit the budget holds (``24 p^2``
+        bytes).
     fit_intercept : bool, default=True
         Fit an unpenalised intercept (features and targets are centred by
         their weighted means, as in :class:`~sklearn.linear_model.Ridge`).
@@ -642,27 +657,22 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # float32 features are summed in float32 (the speed asked for): too
         # coarse for the kernel basis, whose rounding T amplifies.
         kernel_basis = X.dtype != np.float32
-        if (
-            kernel_basis
-            and not _dask.is_dask_array(X)
-            and uses_held_out(
-                self.n_components,
-                self.solver,
-                self.sampling,
-                self.max_components,
-                X.shape[0],
-            )
-        ):
-            self._fit_held_out(X, y, sample_weight, [self.alpha], self.alpha)
+        held_cap = self._held_out_cap(X, self.solver) if kernel_basis else None
+        if held_cap is not None and self.max_components is not None:
+            self._fit_held_out(X, y, sample_weight, [self.alpha], self.alpha, held_cap)
             return self
         request = FitRequest(
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             kernel_basis=kernel_basis,
             exact_solve=True,
         )
-        features = self._fit_nystroem(
-            X, self.alpha, request, dof_tol=self.tol, loss_tol=self.loss_tol
-        )
+        with _deferred_cap_warning(held_cap):
+            features = self._fit_nystroem(
+                X, self.alpha, request, dof_tol=self.tol, loss_tol=self.loss_tol
+            )
+        if held_cap is not None and self.nystroem_.requested_components_ is not None:
+            self._fit_held_out(X, y, sample_weight, [self.alpha], self.alpha, held_cap)
+            return self
         if isinstance(features, EveryRow):
             solved = self._exact_solution(
                 self.nystroem_, features.gram, y, sample_weight, self.alpha
@@ -699,6 +709,21 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             features, y, sample_weight, self.fit_intercept
         )
         return self._solve_weighted(problem, X, features, y, sample_weight, self.alpha)
+
+
+@contextlib.contextmanager
+def _deferred_cap_warning(held_cap):
+    """Silences the cap's warning of the factor rounds where held-out
+    rounds take over from their cap (``held_cap`` not None); those warn in
+    turn if theirs stops them."""
+    if held_cap is None:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="n_components='auto' stopped at", category=UserWarning
+        )
+        yield
 
 
 def _smaller_error(candidate, best):
@@ -811,7 +836,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         (doc/automatic_rank.rst); with a splitter ``cv``, 640 (its
         ``GridSearchCV`` holds the ``n x p`` features and fits them once
         per fold and penalty).  An int caps every rank, the exact fit
-        included.
+        included.  Where ``K`` does not fit the budget, with uniform
+        landmarks and ``cv``, ``scoring`` and ``store_cv_results`` left as
+        they are, held-out rounds certify the rank and choose the penalty
+        (a walk along the grid on the held-out error; ``best_score_`` is
+        minus that error): at once when ``max_components`` is above the
+        default cap, else where the default cap stops the factor's rounds,
+        up to the largest conjugate-gradient fit the budget holds (see
+        :class:`DoFKernelRidge` and :ref:`large_ranks`).
     fit_intercept : bool, default=True
         Fit an unpenalised intercept.  Leave-one-out refits it without the
         left-out point, exactly.
@@ -1091,11 +1123,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
         # Floats on the host, as alpha_ is, whatever the arrays' namespace.
         self.alphas_ = tuple(map(float, alphas))
-        if self._takes_held_out(X):
-            start, _ = walk_start(alphas, None, learned)
-            self.alpha_, mse = self._fit_held_out(X, y, sample_weight, alphas, start)
-            self.best_score_ = -mse
-            return self
+        held_cap = self._held_out_cap(X, "auto") if self._held_out_search() else None
+        if held_cap is not None and self.max_components is not None:
+            return self._search_held_out(X, y, sample_weight, alphas, learned, held_cap)
         # Two passes (Gram matrix, then leave-one-out errors): keep the
         # features if they fit the memory budget.  The automatic rank is
         # certified for the penalty the leave-one-out error prefers, round
@@ -1117,14 +1147,18 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # normalization_'s basis, as DoFKernelRidge's do.
             triangular=X.dtype != np.float32 and not _dask.is_dask_array(X),
         )
-        features = self._fit_nystroem(
-            X,
-            float(alphas.min()),
-            request,
-            dof_tol=self.tol,
-            cache=True,
-            loss_tol=self.loss_tol,
-        )
+        with _deferred_cap_warning(held_cap):
+            features = self._fit_nystroem(
+                X,
+                float(alphas.min()),
+                request,
+                dof_tol=self.tol,
+                cache=True,
+                loss_tol=self.loss_tol,
+            )
+        if held_cap is not None and self.nystroem_.requested_components_ is not None:
+            del features
+            return self._search_held_out(X, y, sample_weight, alphas, learned, held_cap)
         if isinstance(features, EveryRow):
             grams = [features.gram]
             del features  # the search consumes K
@@ -1156,26 +1190,20 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
 
-    def _takes_held_out(self, X):
-        """Whether the automatic rank is certified on held-out rows
-        (:func:`~sklearn_dof._heldout.uses_held_out`), which then choose
-        the penalty too: with the efficient leave-one-out's defaults
-        (``cv``, ``scoring`` and ``store_cv_results`` left as they are), on
-        float64 NumPy data."""
-        return (
-            self.cv is None
-            and self.scoring is None
-            and not self.store_cv_results
-            and X.dtype == np.float64
-            and not _dask.is_dask_array(X)
-            and uses_held_out(
-                self.n_components,
-                "auto",
-                self.sampling,
-                self.max_components,
-                X.shape[0],
-            )
-        )
+    def _held_out_search(self):
+        """Whether held-out rounds may choose the penalty: with the
+        efficient leave-one-out's defaults (``cv``, ``scoring`` and
+        ``store_cv_results`` left as they are)."""
+        return self.cv is None and self.scoring is None and not self.store_cv_results
+
+    def _search_held_out(self, X, y, sample_weight, alphas, learned, cap):
+        """The rank and the penalty of held-out rounds
+        (:meth:`_fit_held_out`), the walk along the grid starting at the
+        learned penalty (else the grid's middle)."""
+        start, _ = walk_start(alphas, None, learned)
+        self.alpha_, mse = self._fit_held_out(X, y, sample_weight, alphas, start, cap)
+        self.best_score_ = -mse
+        return self
 
     def _check_search_options(self, X):
         """Options that cannot go together fail before the data are read."""

@@ -9,9 +9,9 @@ from sklearn_dof._heldout import (
     HELDOUT_ROWS,
     HELDOUT_SHARE,
     NestedRows,
+    held_out_cap,
     held_out_rounds,
     held_out_split,
-    uses_held_out,
 )
 
 # A budget whose default cap is 100 columns and whose exact route stops
@@ -48,18 +48,26 @@ def test_the_route_is_taken_only_where_the_factor_certificate_is_capped():
     with config_context(memory_budget=SMALL_BUDGET):
         cap = _memory.default_max_components()
         assert cap == 100
-        assert uses_held_out("auto", "auto", "uniform", 400, 3000)
-        assert uses_held_out("auto", "cg", "uniform", 400, 3000)
-        assert not uses_held_out("auto", "direct", "uniform", 400, 3000)
-        assert not uses_held_out("auto", "auto", "pivoted", 400, 3000)
-        assert not uses_held_out("dof", "auto", "uniform", 400, 3000)
-        assert not uses_held_out(300, "auto", "uniform", 400, 3000)
-        assert not uses_held_out("auto", "auto", "uniform", None, 3000)
-        assert not uses_held_out("auto", "auto", "uniform", cap, 3000)
+        assert held_out_cap("auto", "auto", "uniform", 400, 3000) == 400
+        assert held_out_cap("auto", "cg", "uniform", 400, 3000) == 400
+        assert held_out_cap("auto", "auto", "uniform", 4000, 3000) == 3000
+        for args in [
+            ("auto", "direct", "uniform", 400),
+            ("auto", "auto", "pivoted", 400),
+            ("dof", "auto", "uniform", 400),
+            (300, "auto", "uniform", 400),
+            ("auto", "auto", "uniform", cap),
+        ]:
+            assert held_out_cap(*args, 3000) is None
+        # Without max_components: the largest conjugate-gradient fit the
+        # budget holds, above the factor certificate's cap.
+        cg_cap = _memory.default_cg_components()
+        assert cg_cap > cap
+        assert held_out_cap("auto", "auto", "uniform", None, 3000) == cg_cap
         # Where K fits the budget the exact route serves.
-        assert not uses_held_out("auto", "auto", "uniform", 400, 200)
+        assert held_out_cap("auto", "auto", "uniform", 400, 200) is None
     # At the machine's budget small problems keep the factor route.
-    assert not uses_held_out("auto", "auto", "uniform", 400, 3000)
+    assert held_out_cap("auto", "auto", "uniform", 400, 3000) is None
 
 
 def _rounds(errors, cap=4096, tol=0.01, n_held=20_000, seed=0):
@@ -199,3 +207,25 @@ def test_the_cv_estimator_chooses_its_penalty_on_the_held_out_rows():
     assert -held.best_score_ == pytest.approx(held_out, rel=1e-3)
     mse = [np.mean((m.predict(X_test) - y_test) ** 2) for m in (factor, held)]
     assert mse[1] <= 1.02 * mse[0]
+
+
+@pytest.mark.parametrize("estimator", [DoFKernelRidge, DoFKernelRidgeCV])
+def test_held_out_rounds_take_over_where_the_default_cap_stops_the_factor(estimator):
+    # The factor certificate stops at the budget's 100 columns, short of
+    # the thousands this problem asks for; held-out rounds then go on to
+    # the budget's conjugate-gradient cap and warn in the factor's place.
+    X, y = _problem(3000)
+    params = {"alpha": 1e-5 * 3000} if estimator is DoFKernelRidge else {}
+    model = estimator(kernel="rbf", gamma=8.0, random_state=0, **params)
+    with config_context(memory_budget=SMALL_BUDGET):
+        cg_cap = _memory.default_cg_components()
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            model.fit(X, y)
+    messages = [str(w.message) for w in record if w.category is UserWarning]
+    assert len(messages) == 1
+    assert "held-out loss estimate" in messages[0]
+    assert f"stopped at {cg_cap} components" in messages[0]
+    assert "memory budget" in messages[0]
+    assert model.n_components_ == cg_cap
+    assert model.nystroem_.requested_components_ > cg_cap

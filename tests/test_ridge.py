@@ -1086,6 +1086,9 @@ def test_an_explicit_cap_or_the_budget_keeps_the_rank():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_memory, "fits_exact", lambda n_samples: False)
         patch.setattr(_memory, "default_max_components", lambda: 96)
+        # No room for larger conjugate-gradient fits either: the held-out
+        # rounds do not take over (test_heldout.py).
+        patch.setattr(_memory, "default_cg_components", lambda: 96)
         message = "stopped at 96 components, the most that the memory budget"
         with pytest.warns(UserWarning, match=message):
             beyond = DoFKernelRidgeCV(alphas, gamma=2.0, random_state=0).fit(X, y)
