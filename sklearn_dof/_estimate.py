@@ -272,6 +272,10 @@ class RankRequest(NamedTuple):
         (:class:`~sklearn_dof._progress.Progress`).
     first : int or None, default=None
         The pivots of the first round (None: :func:`_first_round`).
+    hand_over : bool, default=False
+        The caller certifies past ``max_rank`` by other means: the rounds
+        stop before a round at the cap that their certificate already says
+        will not certify (:func:`_hands_over`).
     """
 
     alpha: float
@@ -286,6 +290,7 @@ class RankRequest(NamedTuple):
     every_row_exact: bool = False
     progress: object = SILENT
     first: int | None = None
+    hand_over: bool = False
 
 
 class Objective:
@@ -469,6 +474,12 @@ def certified_estimate(access, request):
             break  # certified, exact, the cap, or no rank left to add
         grown = _Round(p, *before, len(chol.pivots), chol.rank, certified, unresolved)
         p = _next_rank(grown, n, max_rank, objective)
+        if _hands_over(request, certificate, certified, p, max_rank, n):
+            progress(
+                f"the certificate asks for more than the cap of {max_rank} "
+                "columns: handed over"
+            )
+            break
         if p >= n:
             # The scores' bounds from this factor, of at most n / 2 columns
             # (lower bounds still: L grows with its columns).
@@ -482,6 +493,26 @@ def certified_estimate(access, request):
                 break
     dof = _final_dof(dof, chol, alpha, request.rule, certificate, access)
     return dof, chol, grow, certificate, alpha
+
+
+def _hands_over(request, certificate, certified, p, max_rank, n):
+    """Whether rounds of ``request.hand_over`` stop before the round of
+    ``p`` pivots: it is the cap's, and the ``certificate`` of the round
+    before certifies nothing and asks for more than the cap
+    (:meth:`~sklearn_dof._certificate.LossCertificate.requested_rank`), so
+    the cap's ``O(n r^2)`` round would most likely only confirm the
+    hand-over.  A factor not yet resolved down to the penalty asks for at
+    least as much: its loss estimate is no more than a lower bound.  A
+    wrong call costs time, not accuracy: the held-out rounds certify in
+    the cap's place."""
+    return (
+        request.hand_over
+        and p >= max_rank
+        and max_rank < n
+        and certificate is not None
+        and certified is None
+        and certificate.requested_rank(request.loss_tol, n) > max_rank
+    )
 
 
 def _chosen_penalty(chol, request, alpha, chosen_on):

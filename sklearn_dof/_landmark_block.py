@@ -95,6 +95,11 @@ class FitRequest(NamedTuple):
         features (0: it streams them): a rank certified on a subsample of
         the rows then hands it the subsample's factor extended to every
         row (:func:`~sklearn_dof._sampling.extended_factor`).
+    hand_over : bool
+        The caller certifies ranks past the cap by other means (held-out
+        rounds): the certified rounds on every row stop before a round at
+        the cap that their certificate says will not certify
+        (:class:`~sklearn_dof._estimate.RankRequest`).
     """
 
     response: np.ndarray | None = None
@@ -106,6 +111,7 @@ class FitRequest(NamedTuple):
     triangular: bool = False
     curvature: float = 1.0
     features_bytes: int = 0
+    hand_over: bool = False
 
     def resolved(self, kernel, dtype):
         """This request with ``exact_solve`` only where ``K + alpha I`` is

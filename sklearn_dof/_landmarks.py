@@ -476,6 +476,7 @@ def _ladder_rounds(source, alpha, request, loss_tol, max_rank, progress):
                 penalties=None if penalties is None else np.asarray(penalties) * scale,
                 every_row_exact=request.exact_solve and rows is None,
                 first=first,
+                hand_over=request.hand_over and last,
             ),
         )
         needed, reason = _rows_needed(

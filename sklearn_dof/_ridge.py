@@ -665,6 +665,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             response=y.reshape(y.shape[0], -1).astype(np.float64, copy=False),
             kernel_basis=kernel_basis,
             exact_solve=True,
+            hand_over=held_cap is not None,
         )
         with _deferred_cap_warning(held_cap):
             features = self._fit_nystroem(
@@ -1146,6 +1147,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # "Measurements behind the code's choices"); float32 sums keep
             # normalization_'s basis, as DoFKernelRidge's do.
             triangular=X.dtype != np.float32 and not _dask.is_dask_array(X),
+            hand_over=held_cap is not None,
         )
         with _deferred_cap_warning(held_cap):
             features = self._fit_nystroem(

@@ -229,3 +229,28 @@ def test_held_out_rounds_take_over_where_the_default_cap_stops_the_factor(estima
     assert "memory budget" in messages[0]
     assert model.n_components_ == cg_cap
     assert model.nystroem_.requested_components_ > cg_cap
+
+
+def test_the_factor_rounds_hand_over_before_a_cap_round_that_cannot_certify(
+    capsys, monkeypatch
+):
+    # A factor cap of 300 columns; the round at 128 asks for every one of
+    # the 600 rows the certificate reads: the cap's round is skipped, and
+    # the held-out rounds give the model they give after it.
+    from sklearn_dof import _estimate
+
+    X, y = _problem(4000)
+    params = {"kernel": "rbf", "gamma": 8.0, "alpha": 0.04, "random_state": 0}
+    with config_context(memory_budget=8 * 5 * 300**2), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the CG cap binds
+        assert _memory.default_max_components() == 300
+        handed = DoFKernelRidge(verbose=1, **params).fit(X, y)
+        out = capsys.readouterr().out
+        monkeypatch.setattr(_estimate, "_hands_over", lambda *args: False)
+        after_cap = DoFKernelRidge(verbose=1, **params).fit(X, y)
+        out_after_cap = capsys.readouterr().out
+    assert "asks for more than the cap of 300 columns: handed over" in out
+    assert "round 4: 300 columns" not in out
+    assert "round 4: 300 columns" in out_after_cap
+    assert handed.n_components_ == after_cap.n_components_ > 300
+    np.testing.assert_allclose(handed.dual_coef_, after_cap.dual_coef_, rtol=1e-10)
