@@ -75,11 +75,10 @@ def load_data(name, directory=None):
         return data["X"].astype(np.float64), data["y"].astype(np.float64), is_test
 
 
-def load_split(name, seed=0, pooled=False):
-    """Train and test rows of a data set: its split, else (or ``pooled``,
-    its rows pooled) a seeded 80/20."""
+def load_split(name, seed=0):
+    """Train and test rows of a data set: its split, else a seeded 80/20."""
     X, y, test = load_data(name)
-    if test is None or pooled:
+    if test is None:
         order = np.random.RandomState(seed).permutation(X.shape[0])
         test = np.zeros(X.shape[0], dtype=bool)
         test[order[int(0.8 * X.shape[0]) :]] = True

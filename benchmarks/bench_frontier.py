@@ -1,7 +1,8 @@
 """The defaults on the accuracy/time frontier: every data set.
 
 On each set of ``_common.DATA_SETS`` (its split, else a seeded 80/20;
-inputs standardised inside each pipeline), a fresh process per fit on
+``name@rows`` the first rows of its pooled rows, ``load_pooled``; inputs
+standardised inside each pipeline), a fresh process per fit on
 ``--threads`` threads, RBF ``gamma = 1 / n_features`` for every system
 but ``ours`` (which learns its kernel) and ``sklearn-grid``.
 Regression (test MSE): ``ours`` (``DoFKernelRidgeCV()``, every default),
@@ -43,7 +44,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import load_split
+from _common import load_pooled, load_split
 from _harness import (
     add_arguments,
     append_history,
@@ -166,8 +167,13 @@ def _exact(X, y, X_test):
     return prediction, {"lambda": float(lam), "n_components": n}
 
 
+def rows_of(name):
+    base, _, rows = name.partition("@")
+    return load_pooled(base, int(rows)) if rows else load_split(base)
+
+
 def child(case):
-    X, y, X_test, y_test = load_split(case["set"])
+    X, y, X_test, y_test = rows_of(case["set"])
     system = case["system"]
     classification = case["set"] in CLASSIFICATION
     stop = rss_probe()
@@ -352,11 +358,8 @@ def main(argv=None):
         return
     run = start_run(args.threads)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    systems = ["ours", "ours-rbf", "ours-640", "ours-int"] + [
-        f"sklearn-{int(m)}" for m in args.components.split(",")
-    ]
-    systems.append("sklearn-grid")
-    systems.append("exact")
+    systems = ["ours", "ours-rbf", "ours-640", "ours-int", "sklearn-grid", "exact"]
+    systems[4:4] = [f"sklearn-{int(m)}" for m in args.components.split(",")]
     wanted = args.systems.split(",") if args.systems else systems
     sets = args.sets.split(",")
     kept = []
@@ -369,7 +372,7 @@ def main(argv=None):
         if name in CLASSIFICATION:  # (regression's references and kernels)
             regression = ("exact", "ours-640", "ours-rbf", "sklearn-grid")
             todo = [s for s in todo if s not in regression]
-        if "exact" in todo and load_split(name)[0].shape[0] > args.exact_max_rows:
+        if "exact" in todo and rows_of(name)[0].shape[0] > args.exact_max_rows:
             todo.remove("exact")
         for system in todo:
             case = {"set": name, "system": system}
