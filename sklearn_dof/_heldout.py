@@ -14,6 +14,7 @@ certified loss is at most ``loss_tol``, or at the cap; the caller keeps
 that last fit's landmarks and refits them on every row.
 """
 
+from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
@@ -88,6 +89,27 @@ def held_out_cap(n_components, solver, sampling, max_components, n_samples):
         return None
     cap = min(max_components or _memory.default_cg_components(), n_samples)
     return cap if cap > _memory.default_max_components() else None
+
+
+def held_out_rank(n_components, sampling, n_samples):
+    """The int rank a penalty search takes on held-out rows, else None.
+
+    Where ``n_components`` is an int of uniform landmarks whose efficient
+    leave-one-out (:func:`~sklearn_dof._memory.loo_bytes`) and exact route
+    both pass the memory budget: one held-out round at that rank chooses the
+    penalty in ``O(p^2)`` memory, as the automatic rank's rounds do.
+    """
+    if not (
+        isinstance(n_components, Integral)
+        and not isinstance(n_components, bool)
+        and isinstance(sampling, str)
+        and sampling == "uniform"
+        and not _memory.fits_exact(n_samples)
+    ):
+        return None
+    rank = min(int(n_components), n_samples)
+    fits = _memory.loo_bytes(n_samples, rank) <= _memory.memory_budget()
+    return None if fits else rank
 
 
 def held_out_split(sample_weight, random_state):

@@ -98,6 +98,20 @@ def cg_rank_bytes(rank):
     return 8 * _CG_WORDS * rank**2
 
 
+# The float64 numbers the efficient leave-one-out over a penalty grid holds
+# at rank p on n rows: the features and their projection on the Gram
+# matrix's eigenvectors (n p each), the Gram matrix, its eigenvectors and
+# the eigensolver's workspace (p^2 each).
+_LOO_ROW_WORDS = 2
+_LOO_RANK_WORDS = 3
+
+
+def loo_bytes(n_samples, rank):
+    """Bytes of the efficient leave-one-out of a ridge on ``rank``
+    features of ``n_samples`` rows, over a penalty grid."""
+    return 8 * (_LOO_ROW_WORDS * n_samples * rank + _LOO_RANK_WORDS * rank**2)
+
+
 def default_cg_components():
     """The largest rank whose conjugate-gradient fit
     (:func:`cg_rank_bytes`) fits the budget (at least 1)."""

@@ -40,6 +40,7 @@ from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._heldout import (
     NestedRows,
     held_out_cap,
+    held_out_rank,
     held_out_rounds,
     held_out_split,
     held_out_warning,
@@ -226,14 +227,15 @@ class _DoFRidgeMixin(DoFKernelMixin):
             self.n_components, solver, self.sampling, self.max_components, X.shape[0]
         )
 
-    def _fit_held_out(self, X, y, sample_weight, alphas, start, cap):
+    def _fit_held_out(self, X, y, sample_weight, alphas, start, cap, rank=None):
         """The automatic rank certified on held-out rows
         (:mod:`~sklearn_dof._heldout`): fits at doubling ranks of uniform
         landmarks, the held-out rows weighing zero, each round at the
         penalty of ``alphas`` whose held-out error is least (a walk from
         ``start``, then from the round before's), at the same ``lambda``;
         then the last round's landmarks and penalty on every row, warm from
-        its solution with its preconditioner.
+        its solution with its preconditioner.  Given a ``rank``, one round
+        at it instead of the doublings (an int rank's penalty search).
 
         Returns ``(alpha, held-out mean squared error)`` of that round.
         """
@@ -248,15 +250,21 @@ class _DoFRidgeMixin(DoFKernelMixin):
             else np.zeros(Y.shape[1])
         )
         progress = Progress(self.verbose, type(self).__name__)
-        rounds = held_out_rounds(
-            lambda rank: self._held_out_round(X, y, split, rank, alphas, state),
-            Y[split.held],
-            baseline,
-            min(cap, split.order.shape[0]),
-            self.loss_tol,
-            split.order.shape[0],
-            progress=progress,
-        )
+        rounds = None
+        if rank is not None:
+            self._held_out_round(
+                X, y, split, min(rank, split.order.shape[0]), alphas, state
+            )
+        else:
+            rounds = held_out_rounds(
+                lambda r: self._held_out_round(X, y, split, r, alphas, state),
+                Y[split.held],
+                baseline,
+                min(cap, split.order.shape[0]),
+                self.loss_tol,
+                split.order.shape[0],
+                progress=progress,
+            )
         problem = NystroemPCGRidgeProblem(
             state["features"], y, weight, self.fit_intercept
         )
@@ -272,7 +280,8 @@ class _DoFRidgeMixin(DoFKernelMixin):
             like=state["problem"] if warm else None,
         )
         self._set_coef(W, problem, y, features)
-        self._record_held_out(rounds, n_samples, state["alpha"])
+        if rounds is not None:
+            self._record_held_out(rounds, n_samples, state["alpha"])
         return state["alpha"], state["mse"]
 
     def _held_out_round(self, X, y, split, rank, alphas, state):
@@ -811,7 +820,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     n_components : "auto", "dof" or int, default="auto"
         Number of landmarks ``p``; ``"auto"`` certifies it for the penalty
         of the grid with the smallest leave-one-out error (see ``alphas``),
-        ``"dof"`` uses the degrees of freedom at ``min(alphas)``.
+        ``"dof"`` uses the degrees of freedom at ``min(alphas)``.  An int
+        of uniform landmarks whose leave-one-out search (``16 n p + 24
+        p^2`` bytes) and ``K`` both pass the memory budget chooses its
+        penalty on one held-out round at that rank, as ``max_components``
+        describes, in ``O(p^2)`` memory.
     sampling : {"uniform", "pivoted", "leverage", "rpcholesky"}, array-like \
             or object with a ``select`` method, default="uniform"
         Landmark selection of :class:`DoFNystroem` (see there).
@@ -1127,6 +1140,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         held_cap = self._held_out_cap(X, "auto") if self._held_out_search() else None
         if held_cap is not None and self.max_components is not None:
             return self._search_held_out(X, y, sample_weight, alphas, learned, held_cap)
+        held_rank = self._held_out_rank(X) if self._held_out_search() else None
+        if held_rank is not None:
+            return self._search_held_out(
+                X, y, sample_weight, alphas, learned, None, rank=held_rank
+            )
         # Two passes (Gram matrix, then leave-one-out errors): keep the
         # features if they fit the memory budget.  The automatic rank is
         # certified for the penalty the leave-one-out error prefers, round
@@ -1192,18 +1210,33 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
 
+    def _held_out_rank(self, X):
+        """The int rank whose penalty a held-out round chooses, where the
+        efficient leave-one-out would pass the memory budget
+        (:func:`~sklearn_dof._heldout.held_out_rank`), else None."""
+        if (
+            X.dtype != np.float64
+            or _dask.is_dask_array(X)
+            or (isinstance(self.kernel, str) and self.kernel == "precomputed")
+        ):
+            return None
+        return held_out_rank(self.n_components, self.sampling, X.shape[0])
+
     def _held_out_search(self):
         """Whether held-out rounds may choose the penalty: with the
         efficient leave-one-out's defaults (``cv``, ``scoring`` and
         ``store_cv_results`` left as they are)."""
         return self.cv is None and self.scoring is None and not self.store_cv_results
 
-    def _search_held_out(self, X, y, sample_weight, alphas, learned, cap):
+    def _search_held_out(self, X, y, sample_weight, alphas, learned, cap, rank=None):
         """The rank and the penalty of held-out rounds
-        (:meth:`_fit_held_out`), the walk along the grid starting at the
-        learned penalty (else the grid's middle)."""
+        (:meth:`_fit_held_out`; one round at an int ``rank``), the walk
+        along the grid starting at the learned penalty (else the grid's
+        middle)."""
         start, _ = walk_start(alphas, None, learned)
-        self.alpha_, mse = self._fit_held_out(X, y, sample_weight, alphas, start, cap)
+        self.alpha_, mse = self._fit_held_out(
+            X, y, sample_weight, alphas, start, cap, rank=rank
+        )
         self.best_score_ = -mse
         return self
 

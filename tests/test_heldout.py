@@ -10,6 +10,7 @@ from sklearn_dof._heldout import (
     HELDOUT_SHARE,
     NestedRows,
     held_out_cap,
+    held_out_rank,
     held_out_rounds,
     held_out_split,
 )
@@ -207,6 +208,49 @@ def test_the_cv_estimator_chooses_its_penalty_on_the_held_out_rows():
     assert -held.best_score_ == pytest.approx(held_out, rel=1e-3)
     mse = [np.mean((m.predict(X_test) - y_test) ** 2) for m in (factor, held)]
     assert mse[1] <= 1.02 * mse[0]
+
+
+def test_an_int_rank_takes_a_held_out_round_where_its_leave_one_out_passes_the_budget():
+    with config_context(memory_budget=SMALL_BUDGET):
+        assert held_out_rank(300, "uniform", 3000) == 300
+        assert held_out_rank(10_000, "uniform", 3000) == 3000
+        assert held_out_rank(2, "uniform", 3000) is None  # its search fits
+        assert held_out_rank("auto", "uniform", 3000) is None
+        assert held_out_rank(300, "pivoted", 3000) is None
+        assert held_out_rank(300, "uniform", 100) is None  # K fits: exact route
+    assert held_out_rank(300, "uniform", 3000) is None  # the default budget
+
+    X, y = _problem(3000)
+    X_test, y_test = _problem(2000, seed=1)
+    params = dict(kernel="rbf", gamma=2.0, n_components=300, random_state=0)
+    loo = DoFKernelRidgeCV(**params).fit(X, y)
+    with config_context(memory_budget=SMALL_BUDGET):
+        held = DoFKernelRidgeCV(**params)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            held.fit(X, y)
+    # The round's landmarks: the first training rows of the split's order.
+    split = held_out_split(np.ones(3000), 0)
+    np.testing.assert_array_equal(
+        np.sort(held.nystroem_.component_indices_), np.sort(split.order[:300])
+    )
+    assert not np.array_equal(
+        np.sort(loo.nystroem_.component_indices_), np.sort(split.order[:300])
+    )
+    assert held.n_components_ == 300
+    assert held.alpha_ in held.alphas_
+    rounds_fit = DoFKernelRidge(
+        alpha=held.alpha_ * split.train_share,
+        gamma=2.0,
+        n_components=300,
+        sampling=NestedRows(split.order),
+        solver="direct",
+    ).fit(X, y, sample_weight=split.train_weight)
+    held_out = np.mean((rounds_fit.predict(X[split.held]) - y[split.held]) ** 2)
+    # (the round solves by the conjugate gradients, this fit directly)
+    assert -held.best_score_ == pytest.approx(held_out, rel=5e-3)
+    mse = [np.mean((m.predict(X_test) - y_test) ** 2) for m in (loo, held)]
+    assert mse[1] <= 1.05 * mse[0]
 
 
 @pytest.mark.parametrize("estimator", [DoFKernelRidge, DoFKernelRidgeCV])
