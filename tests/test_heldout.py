@@ -27,6 +27,21 @@ def _problem(n, seed=0):
     return X, y
 
 
+def _held_out_mse(X, y, alpha, rank, gamma):
+    """The held-out rows' mean squared error of the direct fit at ``rank``
+    on the training rows of the split of ``random_state=0``, at the
+    ``lambda`` of ``alpha`` on every row."""
+    split = held_out_split(np.ones(X.shape[0]), 0)
+    fit = DoFKernelRidge(
+        alpha=alpha * split.train_share,
+        gamma=gamma,
+        n_components=rank,
+        sampling=NestedRows(split.order),
+        solver="direct",
+    ).fit(X, y, sample_weight=split.train_weight)
+    return np.mean((fit.predict(X[split.held]) - y[split.held]) ** 2)
+
+
 @pytest.mark.parametrize("n", [100, 20_000, 50_000])
 def test_the_split_holds_out_a_bounded_share_and_orders_the_others(n):
     weight = np.ones(n)
@@ -196,15 +211,7 @@ def test_the_cv_estimator_chooses_its_penalty_on_the_held_out_rows():
     assert held.nystroem_.alpha_ == held.alpha_
     assert held.nystroem_.loss_estimate_ <= 0.01
     # best_score_ is minus the held-out rows' mean squared error at alpha_.
-    split = held_out_split(np.ones(4000), 0)
-    rounds_fit = DoFKernelRidge(
-        alpha=held.alpha_ * split.train_share,
-        gamma=2.0,
-        n_components=held.n_components_,
-        sampling=NestedRows(split.order),
-        solver="direct",
-    ).fit(X, y, sample_weight=split.train_weight)
-    held_out = np.mean((rounds_fit.predict(X[split.held]) - y[split.held]) ** 2)
+    held_out = _held_out_mse(X, y, held.alpha_, held.n_components_, gamma=2.0)
     assert -held.best_score_ == pytest.approx(held_out, rel=1e-3)
     mse = [np.mean((m.predict(X_test) - y_test) ** 2) for m in (factor, held)]
     assert mse[1] <= 1.02 * mse[0]
@@ -239,14 +246,7 @@ def test_an_int_rank_takes_a_held_out_round_where_its_leave_one_out_passes_the_b
     )
     assert held.n_components_ == 300
     assert held.alpha_ in held.alphas_
-    rounds_fit = DoFKernelRidge(
-        alpha=held.alpha_ * split.train_share,
-        gamma=2.0,
-        n_components=300,
-        sampling=NestedRows(split.order),
-        solver="direct",
-    ).fit(X, y, sample_weight=split.train_weight)
-    held_out = np.mean((rounds_fit.predict(X[split.held]) - y[split.held]) ** 2)
+    held_out = _held_out_mse(X, y, held.alpha_, 300, gamma=2.0)
     # (the round solves by the conjugate gradients, this fit directly)
     assert -held.best_score_ == pytest.approx(held_out, rel=5e-3)
     mse = [np.mean((m.predict(X_test) - y_test) ** 2) for m in (loo, held)]
