@@ -32,10 +32,13 @@ HELDOUT_ROWS = 4096
 # The held-out rows' largest share of the rows: their weight is lost to the
 # rounds' fits, not to the final one.
 HELDOUT_SHARE = 0.125
-# The first rank of the rounds, at most a sixteenth of the cap: below it,
-# fits cost little next to the last one (each doubling costs up to eight
-# times the one before).
+# The largest first rank of the rounds: below it, fits cost little next to
+# the last one (each doubling costs up to eight times the one before).
 FIRST_RANK = 512
+# The fewest halvings from the cap to the first rank: the certificate reads
+# the decrease over two doublings (MIN_DOUBLINGS) below the rank it
+# certifies.
+MIN_HALVINGS = 4
 # Doublings seen before a rank may be certified: the tail's geometric
 # model reads the decrease over the last two.
 MIN_DOUBLINGS = 2
@@ -205,7 +208,7 @@ def held_out_rounds(
         The training rows that may be landmarks: the most a warning may ask
         for.
     first_rank : int, default=FIRST_RANK
-        The first rank fitted, at most ``cap / 16``.
+        The largest first rank (see :func:`first_round`).
     progress : Progress, default=SILENT
         Prints a line per round (``verbose``).
 
@@ -215,7 +218,7 @@ def held_out_rounds(
     """
     n_held = y_held.shape[0]
     ranks, squares = [0], [((y_held - baseline) ** 2).sum(axis=1)]
-    rank = max(1, min(first_rank, cap // 16))
+    rank = first_round(cap, first_rank)
     while True:
         squares.append(((fit(rank) - y_held) ** 2).sum(axis=1))
         ranks.append(rank)
@@ -236,6 +239,18 @@ def held_out_rounds(
             requested = certificate.requested_rank(loss_tol, n_candidates)
             return HeldOutRounds(rank, certificate, None, int(requested))
         rank = min(2 * rank, cap)
+
+
+def first_round(cap, first_rank=FIRST_RANK):
+    """The first rank of the rounds: ``cap`` halved, rounding up, at least
+    :data:`MIN_HALVINGS` times and down to ``first_rank``, so that the
+    doublings end on the cap, each about twice the one before (a first rank
+    that does not divide the cap would make the last round a near copy of
+    the one before it, the costliest fit done twice: 1,488 then 1,500)."""
+    rank, halvings = max(1, cap), 0
+    while rank > 1 and (halvings < MIN_HALVINGS or rank > first_rank):
+        rank, halvings = -(-rank // 2), halvings + 1
+    return rank
 
 
 def held_out_warning(rank, loss, requested, loss_tol, max_components):

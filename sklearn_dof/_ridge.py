@@ -289,6 +289,10 @@ class _DoFRidgeMixin(DoFKernelMixin):
         training rows at the best penalty of a walk along ``alphas`` from
         ``state["alpha"]`` (each penalty warm from the one before, on one
         preconditioner while it serves); its held-out predictions."""
+        # The round before's fit is not read again: its p x p factors would
+        # stand beside this round's while they are formed.
+        for key in ("W", "problem", "features"):
+            state.pop(key, None)
         features = self._fit_nystroem(
             X,
             state["alpha"],

@@ -1,3 +1,4 @@
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -6,8 +7,10 @@ from sklearn.kernel_ridge import KernelRidge
 
 from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, _memory, config_context
 from sklearn_dof._heldout import (
+    FIRST_RANK,
     HELDOUT_ROWS,
     HELDOUT_SHARE,
+    MIN_HALVINGS,
     NestedRows,
     held_out_cap,
     held_out_rank,
@@ -119,6 +122,17 @@ def test_a_falling_error_runs_to_the_cap_and_asks_for_more():
     assert result.certified is None
     assert result.rank == 4096
     assert result.requested > 4096
+
+
+@pytest.mark.parametrize("cap", [1500, 8200, 10_000, 16_226, 18_918])
+def test_the_doublings_end_on_the_cap(cap):
+    # A cap that is no power of two times the first rank: no near copy of
+    # the costliest round (8,192 then 8,200 columns), every step a doubling.
+    _, asked = _rounds(lambda r: 1.0 + 2.0**16 / r, cap=cap)
+    assert asked[0] <= FIRST_RANK and len(asked) > MIN_HALVINGS
+    assert asked[-1] == cap
+    steps = np.diff(np.log2(asked))
+    assert np.all(steps > np.log2(1.99)) and np.all(steps <= 1.0)
 
 
 def test_no_rank_is_certified_before_two_doublings():
@@ -273,6 +287,31 @@ def test_held_out_rounds_take_over_where_the_default_cap_stops_the_factor(estima
     assert "memory budget" in messages[0]
     assert model.n_components_ == cg_cap
     assert model.nystroem_.requested_components_ > cg_cap
+
+
+def test_the_held_out_route_holds_the_memory_given_to_it(monkeypatch):
+    # Each round's p x p factors replace the round before's, not stand
+    # beside them: the fit at the conjugate-gradient cap stays within the
+    # budget it was given.  The routes of large ranks (by tiles, factored
+    # in place), taken here from 760 columns on, as from 8,192 by default.
+    from sklearn_dof import _linalg, _tiles
+
+    monkeypatch.setattr(_tiles, "TILE_ORDER", 760)
+    monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", 190)
+    monkeypatch.setattr(_linalg, "SHIFT_FIRST_COMPONENTS", 760)
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(4000, 4))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3]
+    budget = 8 * 3 * 1500**2
+    with config_context(memory_budget=budget), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the CG cap binds
+        model = DoFKernelRidgeCV(kernel="rbf", gamma=2.0, random_state=0)
+        tracemalloc.start()
+        model.fit(X, y)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert model.n_components_ == _memory.default_cg_components() == 1500
+    assert peak <= budget
 
 
 def test_the_factor_rounds_hand_over_before_a_cap_round_that_cannot_certify(
