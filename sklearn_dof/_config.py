@@ -17,9 +17,16 @@ MEMORY_BUDGET_VARIABLE = "SKLEARN_DOF_MEMORY_BUDGET"
 def _check_memory_budget(value, source="memory_budget"):
     if isinstance(value, str) and value == "auto":
         return value
-    if isinstance(value, bool) or not isinstance(value, Real) or not value > 0:
+    # At least one byte and finite: int() would floor 0.5 to a budget of
+    # nothing and fail on infinity.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not 1 <= value < float("inf")
+    ):
         raise ValueError(
-            f"{source} must be 'auto' or a positive number of bytes; got {value!r}."
+            f"{source} must be 'auto' or a positive, finite number of bytes (at "
+            f"least 1); got {value!r}."
         )
     return int(value)
 

@@ -50,7 +50,10 @@ class HeldOutSplit(NamedTuple):
     Attributes
     ----------
     held : ndarray of int
-        The held-out rows, sorted.
+        The held-out rows, sorted: rows of positive weight.
+    held_weight : ndarray of shape (n_held,)
+        Their sample weights: each one's squared error counts that many
+        times, as in the leave-one-out score.
     train_weight : ndarray of shape (n_samples,)
         The sample weights with the held-out rows' set to zero.
     order : ndarray of int
@@ -63,6 +66,7 @@ class HeldOutSplit(NamedTuple):
     """
 
     held: np.ndarray
+    held_weight: np.ndarray
     train_weight: np.ndarray
     order: np.ndarray
     train_share: float
@@ -94,13 +98,23 @@ def held_out_cap(n_components, solver, sampling, max_components, n_samples):
     return cap if cap > _memory.default_max_components() else None
 
 
-def held_out_rank(n_components, sampling, n_samples):
+def held_out_rows(n_positive):
+    """The held-out rows of a split of ``n_positive`` rows of positive
+    weight: ``min(HELDOUT_ROWS, HELDOUT_SHARE n_positive)``, at least one
+    and at most ``n_positive - 1`` (a training row)."""
+    return max(1, min(HELDOUT_ROWS, int(HELDOUT_SHARE * n_positive), n_positive - 1))
+
+
+def held_out_rank(n_components, sampling, n_samples, n_positive=None):
     """The int rank a penalty search takes on held-out rows, else None.
 
     Where ``n_components`` is an int of uniform landmarks whose efficient
     leave-one-out (:func:`~sklearn_dof._memory.loo_bytes`) and exact route
     both pass the memory budget: one held-out round at that rank chooses the
-    penalty in ``O(p^2)`` memory, as the automatic rank's rounds do.
+    penalty in ``O(p^2)`` memory, as the automatic rank's rounds do.  Not
+    past the training rows of the split (of ``n_positive`` rows of
+    positive weight, default ``n_samples``): the round's landmarks are
+    those of the fit on every row, ``n_components`` of them.
     """
     if not (
         isinstance(n_components, Integral)
@@ -111,18 +125,29 @@ def held_out_rank(n_components, sampling, n_samples):
     ):
         return None
     rank = min(int(n_components), n_samples)
+    n_positive = n_samples if n_positive is None else n_positive
+    if n_positive < 2 or rank > n_positive - held_out_rows(n_positive):
+        return None
     fits = _memory.loo_bytes(n_samples, rank) <= _memory.memory_budget()
     return None if fits else rank
 
 
 def held_out_split(sample_weight, random_state):
-    """A :class:`HeldOutSplit` of the rows: ``min(HELDOUT_ROWS,
-    HELDOUT_SHARE n)`` uniform held-out rows (at least one)."""
+    """A :class:`HeldOutSplit` of the rows: :func:`held_out_rows` uniform
+    held-out rows among those of positive weight (a row of zero weight
+    neither scores nor trains)."""
     weight = np.asarray(sample_weight, dtype=np.float64)
-    n_samples = weight.shape[0]
+    positive = np.flatnonzero(weight > 0)
+    if positive.shape[0] < 2:
+        raise ValueError(
+            "Held-out rounds need at least 2 samples of positive sample_weight; "
+            f"got {positive.shape[0]}."
+        )
     rng = check_random_state(random_state)
-    n_held = max(1, min(HELDOUT_ROWS, int(HELDOUT_SHARE * n_samples)))
-    permutation = rng.permutation(n_samples)
+    n_held = held_out_rows(positive.shape[0])
+    # All weights positive: positive is arange(n), the permutation that of
+    # rng.permutation(n).
+    permutation = rng.permutation(positive)
     held = np.sort(permutation[:n_held])
     train_weight = weight.copy()
     train_weight[held] = 0.0
@@ -131,8 +156,7 @@ def held_out_split(sample_weight, random_state):
     # The landmarks: training rows of positive weight, in the permutation's
     # (uniform) order.
     order = permutation[n_held:]
-    order = order[train_weight[order] > 0]
-    return HeldOutSplit(held, train_weight, order, share)
+    return HeldOutSplit(held, weight[held], train_weight, order, share)
 
 
 class NestedRows:
@@ -187,6 +211,7 @@ def held_out_rounds(
     n_candidates,
     first_rank=FIRST_RANK,
     progress=SILENT,
+    weights=None,
 ):
     """Fit at doubling ranks until one is certified on the held-out rows.
 
@@ -211,16 +236,24 @@ def held_out_rounds(
         The largest first rank (see :func:`first_round`).
     progress : Progress, default=SILENT
         Prints a line per round (``verbose``).
+    weights : ndarray of shape (n_held,), default=None
+        The held-out rows' sample weights (None: ones), which scale their
+        squared errors.
 
     Returns
     -------
     HeldOutRounds
     """
     n_held = y_held.shape[0]
-    ranks, squares = [0], [((y_held - baseline) ** 2).sum(axis=1)]
+    weights = np.ones(n_held) if weights is None else np.asarray(weights)
+
+    def squared(predictions):
+        return weights * ((predictions - y_held) ** 2).sum(axis=1)
+
+    ranks, squares = [0], [squared(baseline)]
     rank = first_round(cap, first_rank)
     while True:
-        squares.append(((fit(rank) - y_held) ** 2).sum(axis=1))
+        squares.append(squared(fit(rank)))
         ranks.append(rank)
         certificate = LossCertificate(
             np.asarray(ranks), np.column_stack(squares), np.full(n_held, np.inf)
@@ -253,11 +286,23 @@ def first_round(cap, first_rank=FIRST_RANK):
     return rank
 
 
-def held_out_warning(rank, loss, requested, loss_tol, max_components):
+def held_out_warning(rank, loss, requested, loss_tol, max_components, rows=None):
     """The warning of held-out rounds that their cap stopped at ``rank``,
     short of ``loss_tol``: ``max_components``, or (None) the memory
     budget's largest conjugate-gradient fit; the rank the certificate asks
-    for and the memory of a fit at it."""
+    for and the memory of a fit at it.  Given ``rows`` (all of them), the
+    rounds stopped at every training row of the split instead: no rank is
+    left to certify but every row, exact kernel ridge and its ``K``."""
+    if rows is not None:
+        needed = _memory.format_bytes(8 * rows**2)
+        return (
+            f"n_components='auto' stopped at {rank} components, every training "
+            f"row of its held-out split: the held-out loss estimate (relative "
+            f"excess loss {loss:.3g}, above loss_tol={loss_tol:g}) asks for "
+            f"every one of the {rows} rows, exact kernel ridge, whose kernel "
+            f"matrix needs about {needed} of memory. Raise the budget "
+            "(sklearn_dof.set_config(memory_budget=...)), or the penalty."
+        )
     needed = _memory.format_bytes(_memory.cg_rank_bytes(requested))
     if max_components is None:
         budget = _memory.format_bytes(_memory.memory_budget())

@@ -252,9 +252,11 @@ class _DoFRidgeMixin(DoFKernelMixin):
         progress = Progress(self.verbose, type(self).__name__)
         rounds = None
         if rank is not None:
-            self._held_out_round(
-                X, y, split, min(rank, split.order.shape[0]), alphas, state
-            )
+            # An int rank's transformer at min(alphas), as on the other
+            # routes (its dof_); held_out_rank kept the rank within the
+            # training rows.
+            state["transformer_alpha"] = float(np.min(alphas))
+            self._held_out_round(X, y, split, rank, alphas, state)
         else:
             rounds = held_out_rounds(
                 lambda r: self._held_out_round(X, y, split, r, alphas, state),
@@ -264,6 +266,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
                 self.loss_tol,
                 split.order.shape[0],
                 progress=progress,
+                weights=split.held_weight,
             )
         problem = NystroemPCGRidgeProblem(
             state["features"], y, weight, self.fit_intercept
@@ -281,7 +284,8 @@ class _DoFRidgeMixin(DoFKernelMixin):
         )
         self._set_coef(W, problem, y, features)
         if rounds is not None:
-            self._record_held_out(rounds, n_samples, state["alpha"])
+            every_row = rounds.rank == split.order.shape[0]
+            self._record_held_out(rounds, n_samples, state["alpha"], every_row)
         return state["alpha"], state["mse"]
 
     def _held_out_round(self, X, y, split, rank, alphas, state):
@@ -295,7 +299,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
             state.pop(key, None)
         features = self._fit_nystroem(
             X,
-            state["alpha"],
+            state.get("transformer_alpha", state["alpha"]),
             FitRequest(kernel_basis=True),
             n_components=rank,
             sampling=NestedRows(split.order),
@@ -320,7 +324,9 @@ class _DoFRidgeMixin(DoFKernelMixin):
             self._set_coef(W, used, y, used_features)
             predictions = self._kernel_expansion(X[split.held])
             predictions = predictions.reshape(Y_held.shape)
-            mse = float(np.mean((predictions - Y_held) ** 2))
+            # Weighted as the leave-one-out score: mean of w_i e_i^2.
+            squares = np.mean((predictions - Y_held) ** 2, axis=1)
+            mse = float(np.mean(split.held_weight * squares))
             return mse, alpha, W, used, used_features, predictions
 
         best = walk_from(score, alphas, state["alpha"], _smaller_error)
@@ -345,10 +351,11 @@ class _DoFRidgeMixin(DoFKernelMixin):
             warn_not_converged(problem.n_iter, problem.tol)
         return W, problem, features
 
-    def _record_held_out(self, rounds, n_samples, alpha):
+    def _record_held_out(self, rounds, n_samples, alpha, every_row=False):
         """``nystroem_``'s certificate record of a held-out route (its
         ``alpha_``, ``loss_estimate_``); the warning where
-        ``max_components`` stopped it."""
+        ``max_components``, the budget or (``every_row``) the split's
+        training rows stopped it."""
         rank = rounds.rank
         loss = rounds.certificate.loss(rank)
         selection = LandmarkSelection(
@@ -357,10 +364,11 @@ class _DoFRidgeMixin(DoFKernelMixin):
         self.nystroem_._record_rank(selection, n_samples)
         if rounds.requested is None:
             return
-        self.nystroem_.requested_components_ = rounds.requested
+        rows = n_samples if every_row else None
+        self.nystroem_.requested_components_ = rows or rounds.requested
         warnings.warn(
             held_out_warning(
-                rank, loss, rounds.requested, self.loss_tol, self.max_components
+                rank, loss, rounds.requested, self.loss_tol, self.max_components, rows
             ),
             UserWarning,
             stacklevel=user_stacklevel(),
@@ -1144,7 +1152,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         held_cap = self._held_out_cap(X, "auto") if self._held_out_search() else None
         if held_cap is not None and self.max_components is not None:
             return self._search_held_out(X, y, sample_weight, alphas, learned, held_cap)
-        held_rank = self._held_out_rank(X) if self._held_out_search() else None
+        held_rank = (
+            self._held_out_rank(X, sample_weight) if self._held_out_search() else None
+        )
         if held_rank is not None:
             return self._search_held_out(
                 X, y, sample_weight, alphas, learned, None, rank=held_rank
@@ -1214,7 +1224,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
         return self
 
-    def _held_out_rank(self, X):
+    def _held_out_rank(self, X, sample_weight):
         """The int rank whose penalty a held-out round chooses, where the
         efficient leave-one-out would pass the memory budget
         (:func:`~sklearn_dof._heldout.held_out_rank`), else None."""
@@ -1224,7 +1234,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             or (isinstance(self.kernel, str) and self.kernel == "precomputed")
         ):
             return None
-        return held_out_rank(self.n_components, self.sampling, X.shape[0])
+        n_positive = None
+        if sample_weight is not None:
+            n_positive = int(np.count_nonzero(np.asarray(sample_weight) > 0))
+        return held_out_rank(self.n_components, self.sampling, X.shape[0], n_positive)
 
     def _held_out_search(self):
         """Whether held-out rounds may choose the penalty: with the

@@ -15,6 +15,7 @@ from sklearn_dof._heldout import (
     held_out_cap,
     held_out_rank,
     held_out_rounds,
+    held_out_rows,
     held_out_split,
 )
 
@@ -30,11 +31,13 @@ def _problem(n, seed=0):
     return X, y
 
 
-def _held_out_mse(X, y, alpha, rank, gamma):
-    """The held-out rows' mean squared error of the direct fit at ``rank``
-    on the training rows of the split of ``random_state=0``, at the
-    ``lambda`` of ``alpha`` on every row."""
-    split = held_out_split(np.ones(X.shape[0]), 0)
+def _held_out_mse(X, y, alpha, rank, gamma, weight=None):
+    """The held-out rows' mean of ``w_i e_i^2`` (the leave-one-out score's
+    weighting) of the direct fit at ``rank`` on the training rows of the
+    split of ``random_state=0``, at the ``lambda`` of ``alpha`` on every
+    row."""
+    weight = np.ones(X.shape[0]) if weight is None else weight
+    split = held_out_split(weight, 0)
     fit = DoFKernelRidge(
         alpha=alpha * split.train_share,
         gamma=gamma,
@@ -42,17 +45,23 @@ def _held_out_mse(X, y, alpha, rank, gamma):
         sampling=NestedRows(split.order),
         solver="direct",
     ).fit(X, y, sample_weight=split.train_weight)
-    return np.mean((fit.predict(X[split.held]) - y[split.held]) ** 2)
+    errors = fit.predict(X[split.held]) - y[split.held]
+    return np.mean(split.held_weight * errors**2)
 
 
 @pytest.mark.parametrize("n", [100, 20_000, 50_000])
 def test_the_split_holds_out_a_bounded_share_and_orders_the_others(n):
-    weight = np.ones(n)
+    weight = np.random.RandomState(0).uniform(0.5, 2.0, n)
     weight[::7] = 0.0
     split = held_out_split(weight, 0)
-    n_held = min(HELDOUT_ROWS, int(HELDOUT_SHARE * n))
+    n_positive = np.count_nonzero(weight)
+    n_held = min(HELDOUT_ROWS, int(HELDOUT_SHARE * n_positive))
+    assert held_out_rows(n_positive) == n_held
     assert split.held.shape == (n_held,)
     assert np.all(np.diff(split.held) > 0)
+    # Rows of zero weight neither score nor train.
+    assert np.all(weight[split.held] > 0)
+    np.testing.assert_array_equal(split.held_weight, weight[split.held])
     assert np.all(split.train_weight[split.held] == 0)
     rest = np.setdiff1d(np.arange(n), split.held)
     np.testing.assert_array_equal(split.train_weight[rest], weight[rest])
@@ -61,6 +70,17 @@ def test_the_split_holds_out_a_bounded_share_and_orders_the_others(n):
     assert split.train_share == pytest.approx(split.train_weight.sum() / weight.sum())
     again = held_out_split(weight, 0)
     np.testing.assert_array_equal(again.order, split.order)
+
+
+def test_a_split_needs_two_rows_of_positive_weight():
+    assert held_out_rows(2) == 1 and held_out_rows(10**6) == HELDOUT_ROWS
+    weight = np.zeros(50)
+    weight[3] = 1.0
+    with pytest.raises(ValueError, match="at least 2 samples of positive"):
+        held_out_split(weight, 0)
+    weight[9] = 2.0
+    split = held_out_split(weight, 0)
+    assert split.held.shape == (1,) and split.order.shape == (1,)
 
 
 def test_the_route_is_taken_only_where_the_factor_certificate_is_capped():
@@ -234,7 +254,11 @@ def test_the_cv_estimator_chooses_its_penalty_on_the_held_out_rows():
 def test_an_int_rank_takes_a_held_out_round_where_its_leave_one_out_passes_the_budget():
     with config_context(memory_budget=SMALL_BUDGET):
         assert held_out_rank(300, "uniform", 3000) == 300
-        assert held_out_rank(10_000, "uniform", 3000) == 3000
+        # At most the training rows of the split: the fit keeps the rank.
+        assert held_out_rank(2625, "uniform", 3000) == 2625
+        assert held_out_rank(2626, "uniform", 3000) is None
+        assert held_out_rank(10_000, "uniform", 3000) is None
+        assert held_out_rank(300, "uniform", 3000, n_positive=340) is None
         assert held_out_rank(2, "uniform", 3000) is None  # its search fits
         assert held_out_rank("auto", "uniform", 3000) is None
         assert held_out_rank(300, "pivoted", 3000) is None
@@ -260,6 +284,8 @@ def test_an_int_rank_takes_a_held_out_round_where_its_leave_one_out_passes_the_b
     )
     assert held.n_components_ == 300
     assert held.alpha_ in held.alphas_
+    # The transformer at min(alphas), as on the leave-one-out route.
+    assert held.nystroem_.alpha_ == loo.nystroem_.alpha_ == min(held.alphas_)
     held_out = _held_out_mse(X, y, held.alpha_, 300, gamma=2.0)
     # (the round solves by the conjugate gradients, this fit directly)
     assert -held.best_score_ == pytest.approx(held_out, rel=5e-3)
@@ -287,6 +313,60 @@ def test_held_out_rounds_take_over_where_the_default_cap_stops_the_factor(estima
     assert "memory budget" in messages[0]
     assert model.n_components_ == cg_cap
     assert model.nystroem_.requested_components_ > cg_cap
+
+
+@pytest.mark.parametrize("estimator", [DoFKernelRidge, DoFKernelRidgeCV])
+def test_rows_of_zero_weight_neither_train_nor_score_the_rounds(estimator):
+    X, y = _problem(3000)
+    rng = np.random.RandomState(1)
+    weight = np.where(rng.rand(3000) < 0.3, 0.0, 1.0)
+    corrupted = y + np.where(weight == 0, 50 * rng.randn(3000), 0.0)
+    params = {"alpha": 0.3} if estimator is DoFKernelRidge else {}
+    params.update(kernel="rbf", gamma=8.0, random_state=0)
+    fits = []
+    with config_context(memory_budget=SMALL_BUDGET), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the CG cap may bind
+        for target in (y, corrupted):
+            fits.append(estimator(**params).fit(X, target, sample_weight=weight))
+    clean, dirty = fits
+    assert clean.n_components_ == dirty.n_components_ > SMALL_BUDGET // (8 * 5 * 100)
+    assert clean.nystroem_.loss_estimate_ == dirty.nystroem_.loss_estimate_
+    np.testing.assert_allclose(dirty.predict(X), clean.predict(X), rtol=1e-9)
+    if estimator is DoFKernelRidgeCV:
+        assert clean.alpha_ == dirty.alpha_
+        assert clean.best_score_ == pytest.approx(dirty.best_score_, rel=1e-9)
+
+
+def test_the_held_out_score_weighs_each_row_s_error_by_its_weight():
+    # As the leave-one-out score does: minus the mean of w_i e_i^2.
+    X, y = _problem(3000)
+    weight = np.where(X[:, 0] > 0, 10.0, 0.1)
+    params = dict(kernel="rbf", gamma=2.0, n_components=300, random_state=0)
+    with config_context(memory_budget=SMALL_BUDGET):
+        model = DoFKernelRidgeCV(**params).fit(X, y, sample_weight=weight)
+    expected = _held_out_mse(X, y, model.alpha_, 300, 2.0, weight=weight)
+    assert -model.best_score_ == pytest.approx(expected, rel=5e-3)
+    unweighted = _held_out_mse(X, y, model.alpha_, 300, 2.0, weight=weight > 0)
+    assert -model.best_score_ != pytest.approx(unweighted, rel=0.1)
+
+
+def test_rounds_that_reach_every_training_row_say_so():
+    # max_components past the rows: the rounds stop at the split's training
+    # rows, where only every row (exact kernel ridge) is left to ask for.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(2000, 2))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1])
+    model = DoFKernelRidge(
+        alpha=1e-7, kernel="laplacian", gamma=0.5, max_components=5000, random_state=0
+    )
+    with config_context(memory_budget=SMALL_BUDGET):
+        with pytest.warns(UserWarning, match="every training row") as record:
+            model.fit(X, y)
+    n_train = 2000 - held_out_rows(2000)
+    assert model.n_components_ == n_train
+    assert model.nystroem_.requested_components_ == 2000
+    message = str(record[0].message)
+    assert "max_components" not in message and "31 MiB" in message
 
 
 def test_the_held_out_route_holds_the_memory_given_to_it(monkeypatch):
