@@ -66,7 +66,8 @@ def _length_scale_gradient(kernel, X, W):
     if kernel.hyperparameter_length_scale.fixed:
         return np.empty(0)
     _, length_scale, nu = stationary_form(kernel)
-    Z = X / length_scale
+    # Centred, as kernel_object_block's distances (their rounding).
+    Z = (X - X.mean(axis=0)) / length_scale
     sq = np.einsum("ij,ij->i", Z, Z)
     r2 = np.maximum(sq[:, None] + sq[None, :] - 2.0 * (Z @ Z.T), 0.0)
     P = W * _profile_slope(np.sqrt(r2), nu)
@@ -176,9 +177,17 @@ class LeaveOneOutCriterion:
         return value, grad
 
     def predict(self, kernel, alpha, X):
-        """Predictions of kernel ridge fitted on every row at ``X``."""
+        """Predictions of kernel ridge fitted on every row at ``X``, or
+        None where ``K + alpha I`` is not positive definite."""
         G = self.inverse(self.gram(kernel), alpha)
+        if G is None:
+            return None
         return kernel_object_block(X, self.X, kernel) @ (G @ self.Y)
+
+
+# The criterion L-BFGS sees where K + alpha I has no Cholesky factor: a
+# finite wall (an infinite value stops its line search).
+_NO_FACTOR = 1e300
 
 
 class LearnedKernel(NamedTuple):
@@ -205,7 +214,7 @@ def _minimize(criterion, kernel, start, bounds, max_iter, report):
     def fun(z):
         value, grad = criterion(kernel.clone_with_theta(z[:n_theta]), np.exp(z[-1]))
         if grad is None:  # not positive definite: a wall for the line search
-            value, grad = 1e300, np.zeros_like(z)
+            value, grad = _NO_FACTOR, np.zeros_like(z)
         values[z.tobytes()] = value
         return value, grad
 
@@ -283,7 +292,17 @@ def learn_kernel(
         result = _minimize(criterion, kernel, z0, bounds, max_iter, report)
         if best is None or result.fun < best.fun:
             best = result
-    if best.nit >= max_iter:
+    if not best.fun < _NO_FACTOR:
+        warnings.warn(
+            "The kernel's hyperparameters were not learned: K + alpha I had no "
+            "Cholesky factor on the search's rows at any point tried (repeated "
+            "rows at a penalty near zero, or a kernel that is not positive "
+            "semi-definite); the search's starting point is kept. Raise the "
+            "smallest penalty (alphas) or check the kernel.",
+            UserWarning,
+            stacklevel=3,
+        )
+    elif best.nit >= max_iter:
         warnings.warn(
             f"The kernel's hyperparameters stopped on the budget of {max_iter} "
             f"L-BFGS steps (leave-one-out criterion {best.fun:.4g}); raise "
@@ -309,14 +328,16 @@ class KernelSplit(NamedTuple):
     check: np.ndarray
 
 
-def split_rows(n_samples, rows, rng, weights=None):
+def split_rows(n_samples, rows, rng, weights=None, check=True):
     """At most ``rows`` rows to learn on, drawn uniformly among those of
-    positive weight, and up to half as many held out to check on: a
-    quarter of the rows where there are too few for both."""
+    positive weight, and (with ``check``) up to half as many held out to
+    check on: a quarter of the rows where there are too few for both."""
     candidates = np.arange(n_samples)
     if weights is not None:
         candidates = candidates[np.asarray(weights) > 0]
     order = rng.permutation(candidates)
+    if not check:
+        return KernelSplit(order[:rows], order[:0])
     n_learn = min(rows, (3 * order.shape[0] + 3) // 4)
     n_check = min(rows // 2, order.shape[0] - n_learn)
     return KernelSplit(order[:n_learn], order[n_learn : n_learn + n_check])
@@ -400,6 +421,8 @@ def _held_out_error(criterion, learned, X_check, y_check, weights):
     """Weighted mean squared error on the held-out rows of the kernel ridge
     fitted on the criterion's rows at the learned kernel and penalty."""
     residual = criterion.predict(learned.kernel, learned.alpha, X_check)
+    if residual is None:  # no fit at all: never the one kept
+        return np.inf
     residual = residual.reshape(y_check.shape[0], -1) - y_check.reshape(
         y_check.shape[0], -1
     )
@@ -422,13 +445,17 @@ def search_kernel(
 ):
     """The kernel of a fit, learned on a row subsample, with a penalty
     ``lambda`` per row within ``lambdas`` (``alpha = m lambda`` on the
-    ``m`` learning rows, as on every row).
+    ``m`` learning rows, as on every row).  The penalty returned is that of
+    the fit weighted by ``weights``: the search's times their mean.
 
     A kernel object: its free hyperparameters and ``alpha`` by
     :func:`learn_kernel` on ``rows`` rows.  None: :func:`_default_search`.
     """
     rng = np.random.default_rng(rng)
-    split = split_rows(X.shape[0], rows, rng, weights)
+    # Rows held out to check on only where the default rule chooses
+    # between a shared and a per-feature length scale.
+    choosing = kernel is None and X.shape[1] > 1
+    split = split_rows(X.shape[0], rows, rng, weights, check=choosing)
     w = np.ones(X.shape[0]) if weights is None else np.asarray(weights, float)
     mean = np.average(y[split.learn], axis=0, weights=w[split.learn])
     y = y - mean if intercept else y
@@ -447,7 +474,13 @@ def search_kernel(
         found = KernelSearch(learned.kernel, learned.alpha, "given")
     else:
         found = _default_search(X, y, w, split, alpha, bounds, options)
-    return found._replace(at_floor=bool(found.alpha <= bounds[0] * (1 + 1e-9)))
+    at_floor = bool(found.alpha <= bounds[0] * (1 + 1e-9))
+    # The search's ridge weighs its rows alike (the weights weigh the
+    # criterion's residuals): the weighted fit's penalty is its penalty
+    # times the mean weight of the rows (of positive weight), so that
+    # weights scaled alike give the same model.
+    weighted = found.alpha * float(np.mean(w[w > 0]))
+    return found._replace(alpha=weighted, at_floor=at_floor)
 
 
 def _default_search(X, y, w, split, alpha, bounds, options):

@@ -20,7 +20,6 @@ from sklearn.gaussian_process.kernels import (
     ConstantKernel,
     DotProduct,
     Exponentiation,
-    ExpSineSquared,
     Kernel,
     Matern,
     Product,
@@ -36,11 +35,13 @@ from sklearn.gaussian_process.kernels import (
 _FUSED_NU = (1.5, 2.5, np.inf)
 # Components whose kernel is positive semi-definite for every value of
 # their hyperparameters (sums and products of such kernels are too).
+# Not ExpSineSquared: sin^2 of a Euclidean distance is positive
+# semi-definite on one feature only (a K(X, X) of three features had an
+# eigenvalue of -15).
 _PSD_LEAVES = (
     RBF,
     Matern,
     RationalQuadratic,
-    ExpSineSquared,
     ConstantKernel,
     DotProduct,
 )
@@ -158,11 +159,16 @@ def _squared_distance_columns(Y):
 def _stationary_block(X, Y, form, out=None):
     """``amplitude * f_nu(||(x - y) / l||)`` by chunks of rows: each chunk's
     squared distances come out of one product on augmented rows
-    ``[x, 1, |x|^2] . [-2 y, |y|^2, 1]``, the expansion scikit-learn's
-    ``euclidean_distances`` uses, then the profile runs while the chunk is
-    in cache."""
+    ``[x, 1, |x|^2] . [-2 y, |y|^2, 1]`` (rows shifted by the mean of
+    ``Y``), the expansion scikit-learn's ``euclidean_distances`` uses, then
+    the profile runs while the chunk is in cache."""
     amplitude, length_scale, nu = form
-    Xs, Ys = X / length_scale, Y / length_scale
+    # About a common centre: the expansion cancels |x|^2 + |y|^2 against
+    # 2 x.y, which loses the distance to rounding where the features sit
+    # far from the origin (scikit-learn's kernel objects use exact
+    # distances); a shift leaves the distances as they are.
+    centre = Y.mean(axis=0) if Y.shape[0] else 0.0
+    Xs, Ys = (X - centre) / length_scale, (Y - centre) / length_scale
     columns = _squared_distance_columns(Ys)
     x_sq = np.einsum("ij,ij->i", Xs, Xs)
     X_aug = np.hstack([Xs, np.ones((Xs.shape[0], 1)), x_sq[:, None]])

@@ -1351,9 +1351,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             f"kernel_={search.kernel!r} ({search.choice}), alpha={search.alpha:.4g}"
         )
         if self.alphas is None:
-            # kernel_subsample, not the rows drawn: weights and repeated
-            # rows draw different numbers and must give the same grid.
-            alphas = learned_penalties(search.alpha, self.kernel_subsample, n_rows)
+            # kernel_subsample, not the rows drawn; the rows of positive
+            # weight, whose mean weight scales the learned penalty, not
+            # their total: weights scaled alike give the same grid.
+            n_positive = X.shape[0]
+            if sample_weight is not None:
+                n_positive = int(np.count_nonzero(sample_weight > 0))
+            alphas = learned_penalties(
+                search.alpha, self.kernel_subsample, n_positive
+            )
             if search.at_floor:
                 # A penalty stopped at the end of its range was not
                 # identified by the subsample (few rows): the default grid

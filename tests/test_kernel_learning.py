@@ -8,6 +8,7 @@ from sklearn.gaussian_process.kernels import (
     RBF,
     ConstantKernel,
     DotProduct,
+    ExpSineSquared,
     Matern,
     RationalQuadratic,
     WhiteKernel,
@@ -21,7 +22,9 @@ from sklearn_dof._kernel_learning import (
     default_kernels,
     learned_penalties,
     search_kernel,
+    split_rows,
 )
+from sklearn_dof._kernel_objects import is_psd_kernel_object, kernel_object_block
 
 KERNELS = [
     RBF([1.0, 2.0, 0.5]),
@@ -252,6 +255,68 @@ def test_the_criterion_does_not_depend_on_the_targets_scale():
         small.kernel.length_scale, large.kernel.length_scale, rtol=1e-6
     )
     assert small.alpha == pytest.approx(large.alpha, rel=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1.0 / 400, 7.0])
+def test_weights_scaled_alike_give_the_same_kernel_and_grid(scale):
+    # The search's ridge weighs its rows alike; the fit's penalties are
+    # those of the weighted fit, which weights scaled alike leave as they
+    # are (scaled with them), as the default grid n * lambda does.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(400, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=400)
+    plain = DoFKernelRidgeCV(random_state=0).fit(X, y)
+    weights = np.full(400, scale)
+    weighted = DoFKernelRidgeCV(random_state=0).fit(X, y, sample_weight=weights)
+    np.testing.assert_allclose(
+        weighted.kernel_.length_scale, plain.kernel_.length_scale, rtol=1e-9
+    )
+    np.testing.assert_allclose(
+        np.array(weighted.alphas_) / scale, plain.alphas_, rtol=1e-9
+    )
+
+
+def test_a_search_with_no_factor_warns_and_keeps_its_start():
+    # Repeated rows at a penalty near zero: K + alpha I has no Cholesky
+    # factor anywhere the search looks.
+    rng = np.random.default_rng(0)
+    X = np.tile(rng.normal(size=(100, 2)), (3, 1))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=300)
+    with pytest.warns(UserWarning, match="were not learned"):
+        model = DoFKernelRidgeCV(alphas=[1e-30], random_state=0).fit(X, y)
+    assert np.all(np.isfinite(model.predict(X)))
+
+
+@pytest.mark.parametrize("kernel", [RBF([1.0, 2.0]), Matern(1.5, nu=2.5)], ids=repr)
+def test_stationary_kernels_far_from_the_origin_equal_scikit_learn(kernel):
+    # The fused distances of a shifted cloud: exact, as scikit-learn's.
+    rng = np.random.default_rng(1)
+    # (At 1e4 scikit-learn's own distances still hold about 12 digits.)
+    X, Y = rng.normal(size=(50, 2)) + 1e4, rng.normal(size=(30, 2)) + 1e4
+    np.testing.assert_allclose(
+        kernel_object_block(X, Y, kernel), kernel(X, Y), rtol=0, atol=1e-11
+    )
+    y = np.sin(X[:, 0])
+    near, far = (
+        DoFKernelRidgeCV(random_state=0).fit(X - shift, y).kernel_
+        for shift in (1e4, 0.0)
+    )
+    np.testing.assert_allclose(far.length_scale, near.length_scale, rtol=1e-6)
+
+
+def test_rows_are_held_out_only_where_the_default_rule_chooses():
+    rng = np.random.default_rng(0)
+    chooses = split_rows(200, 1000, rng)
+    assert (chooses.learn.size, chooses.check.size) == (150, 50)
+    learns = split_rows(200, 1000, np.random.default_rng(0), check=False)
+    assert learns.learn.size == 200 and learns.check.size == 0
+
+
+def test_exp_sine_squared_is_not_taken_for_positive_semi_definite():
+    # sin^2 of a Euclidean distance: indefinite on more than one feature.
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    assert np.linalg.eigvalsh(ExpSineSquared()(X)).min() < -1
+    assert not is_psd_kernel_object(ExpSineSquared())
 
 
 def test_criterion_by_tiles_equals_one_factorisation(monkeypatch):

@@ -44,7 +44,9 @@ def test_the_budget_is_a_share_of_the_memory_or_the_configured_bytes():
         set_config(memory_budget="auto")
 
 
-@pytest.mark.parametrize("value", [0, -1, 0.5, float("inf"), float("nan"), "8GB", True, None])
+@pytest.mark.parametrize(
+    "value", [0, -1, 0.5, float("inf"), float("nan"), "8GB", True, None]
+)
 def test_a_bad_budget_is_a_value_error_naming_it(value):
     if value is None:  # None leaves the setting as it is
         set_config(memory_budget=None)
