@@ -1357,9 +1357,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             n_positive = X.shape[0]
             if sample_weight is not None:
                 n_positive = int(np.count_nonzero(sample_weight > 0))
-            alphas = learned_penalties(
-                search.alpha, self.kernel_subsample, n_positive
-            )
+            alphas = learned_penalties(search.alpha, self.kernel_subsample, n_positive)
             if search.at_floor:
                 # A penalty stopped at the end of its range was not
                 # identified by the subsample (few rows): the default grid
