@@ -237,7 +237,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
         its solution with its preconditioner.  Given a ``rank``, one round
         at it instead of the doublings (an int rank's penalty search).
 
-        Returns ``(alpha, held-out mean squared error)`` of that round.
+        Returns ``(alpha, held-out mean of w_i e_i^2)`` of that round.
         """
         n_samples = X.shape[0]
         weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
@@ -866,8 +866,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         landmarks and ``cv``, ``scoring`` and ``store_cv_results`` left as
         they are, held-out rounds certify the rank and choose the penalty
         (a walk along the grid on the held-out error; ``best_score_`` is
-        minus that error): at once when ``max_components`` is above the
-        default cap, else where the default cap stops the factor's rounds,
+        minus that error, each row's squared error times its weight): at
+        once when ``max_components`` is above the default cap, else where
+        the default cap stops the factor's rounds,
         up to the largest conjugate-gradient fit the budget holds (see
         :class:`DoFKernelRidge` and :ref:`large_ranks`).
     fit_intercept : bool, default=True
