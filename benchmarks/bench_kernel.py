@@ -20,13 +20,10 @@ Reported per set, averaged over the seeds: test RMSE beside the published
 exact GPs (:data:`PUBLISHED`), fit seconds, peak RSS, ranks and warnings;
 ``table.rst`` is the table of ``doc/choosing_kernel.rst``.
 
-Usage::
-
-    python benchmarks/bench_kernel.py                      # 3 sets, 3 seeds
-    python benchmarks/bench_kernel.py --sets pol --seeds 0
-
-Results: ``results/kernel/results.json`` and ``table.rst``, the headline
-in ``results/kernel/history.jsonl``.
+Usage: ``python benchmarks/bench_kernel.py`` (3 sets, 3 seeds), ``--sets
+pol --seeds 0`` for fewer; ``--merge results.json`` keeps that file's
+records of the cases not rerun.  Results: ``results/kernel/results.json``,
+``table.rst``; the headline in ``results/kernel/history.jsonl``.
 """
 
 import argparse
@@ -177,24 +174,20 @@ def headline(rows):
 def table(rows, threads):
     """The results as an RST list-table (test RMSE, fit seconds)."""
     header = ["set (train rows)", "exact GP, shared / ARD (published)"]
-    header += [
-        "``DoFKernelRidgeCV()``",
-        "``kernel=RBF(1.0)``",
-        "``kernel=Matern(nu=1.5)``",
-        "``HistGradientBoosting``",
-    ]
+    header += ["``DoFKernelRidgeCV()``", "``kernel=RBF(1.0)``"]
+    header += ["``kernel=Matern(nu=1.5)``", "``HistGradientBoosting``"]
     lines = [".. list-table::", "   :header-rows: 1", ""]
     lines += ["   * - " + header[0]] + [f"     - {h}" for h in header[1:]]
+    seeds = max((row.get("default", {}).get("seeds", 0) for row in rows), default=0)
     for row in rows:
         cells = [f"{row['set']} ({row.get('n_train')})"]
         cells.append(f"{row['published_shared']} / {row['published_ard']}")
-        for system in ("default", "rbf-shared", "matern32", "hgb"):
-            cell = row.get(system)
-            cells.append(
-                "n/a" if cell is None else f"{cell['rmse']:.3f} ({cell['fit_s']:.2g} s)"
-            )
+        for cell in (row.get(k) for k in ("default", "rbf-shared", "matern32", "hgb")):
+            n = cell and cell["seeds"]
+            few = "" if n in (None, seeds) else f"; {n} seed"
+            text = cell and f"{cell['rmse']:.3f} ({cell['fit_s']:.2g} s{few})"
+            cells.append(text or "n/a")
         lines += ["   * - " + cells[0]] + [f"     - {c}" for c in cells[1:]]
-    seeds = max((row.get("default", {}).get("seeds", 0) for row in rows), default=0)
     lines += ["", f"Test RMSE (standardized), mean of {seeds} seeds; fit seconds"]
     lines += [f"on {threads} threads in brackets."]
     return "\n".join(lines) + "\n"
@@ -232,13 +225,18 @@ def main(argv=None):
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument("--merge", type=argparse.FileType(), default=None)
     add_arguments(parser, BENCHMARK)
     args = parser.parse_args(argv)
     if args.child:
         return child_main(child, args.child)
     run = start_run(args.threads)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    path, records = args.output_dir / "results.json", []
+    cases = [(s, int(d)) for s in args.sets.split(",") for d in args.seeds.split(",")]
+    planned = {(s, d, y) for s, d in cases for y in args.systems.split(",")}
+    kept = json.load(args.merge)["records"] if args.merge else []
+    path = args.output_dir / "results.json"
+    records = [r for r in kept if (r["set"], r["seed"], r["system"]) not in planned]
     for record in run_cases(args, records):
         records.append(record)
         write_results(path, {"threads": args.threads, "records": records}, run)
