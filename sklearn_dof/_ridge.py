@@ -879,7 +879,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         ``"gcv"``: generalised cross-validation, each leverage replaced by
         their mean ``tr(H) / n_samples`` (with ``scoring=None`` the score is
         minus the GCV criterion ``mean(w_i r_i^2) / (1 - tr(H) / n)^2``).
-        Only used when ``cv=None``.
+        Only used when ``cv=None``, and not where held-out rounds choose the
+        penalty (see ``max_components``): their held-out error replaces
+        both.
     scoring : str or callable, default=None
         Score of the cross-validated predictions, higher is better.  None:
         with ``cv=None``, minus the mean of ``w_i`` times the squared
