@@ -185,7 +185,7 @@ def table(rows, threads):
         for cell in (row.get(k) for k in ("default", "rbf-shared", "matern32", "hgb")):
             n = cell and cell["seeds"]
             few = "" if n in (None, seeds) else f"; {n} seed"
-            text = cell and f"{cell['rmse']:.3f} ({cell['fit_s']:.2g} s{few})"
+            text = cell and f"{cell['rmse']:.3f} ({cell['fit_s']:.4g} s{few})"
             cells.append(text or "n/a")
         lines += ["   * - " + cells[0]] + [f"     - {c}" for c in cells[1:]]
     lines += ["", f"Test RMSE (standardized), mean of {seeds} seeds; fit seconds"]
