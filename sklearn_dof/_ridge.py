@@ -93,6 +93,13 @@ SPLITTER_MAX_COMPONENTS = 640
 EXACT_GRID_ROWS = 2048
 
 
+def _positive_rows(X, sample_weight):
+    """The rows of positive weight (every row without weights)."""
+    if sample_weight is None:
+        return X.shape[0]
+    return int(np.count_nonzero(np.asarray(sample_weight) > 0))
+
+
 def _weighted_n_samples(X, sample_weight, xp=None):
     """The ``n`` of the paper's scale ``alpha = n * lambda`` for a weighted fit.
 
@@ -1237,10 +1244,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             or (isinstance(self.kernel, str) and self.kernel == "precomputed")
         ):
             return None
-        n_positive = None
-        if sample_weight is not None:
-            n_positive = int(np.count_nonzero(np.asarray(sample_weight) > 0))
-        return held_out_rank(self.n_components, self.sampling, X.shape[0], n_positive)
+        return held_out_rank(
+            self.n_components,
+            self.sampling,
+            X.shape[0],
+            _positive_rows(X, sample_weight),
+        )
 
     def _held_out_search(self):
         """Whether held-out rounds may choose the penalty: with the
@@ -1357,10 +1366,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # kernel_subsample, not the rows drawn; the rows of positive
             # weight, whose mean weight scales the learned penalty, not
             # their total: weights scaled alike give the same grid.
-            n_positive = X.shape[0]
-            if sample_weight is not None:
-                n_positive = int(np.count_nonzero(sample_weight > 0))
-            alphas = learned_penalties(search.alpha, self.kernel_subsample, n_positive)
+            alphas = learned_penalties(
+                search.alpha, self.kernel_subsample, _positive_rows(X, sample_weight)
+            )
             if search.at_floor:
                 # A penalty stopped at the end of its range was not
                 # identified by the subsample (few rows): the default grid
