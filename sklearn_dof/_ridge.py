@@ -1169,6 +1169,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return self._search_held_out(
                 X, y, sample_weight, alphas, learned, None, rank=held_rank
             )
+        return self._fit_by_rounds(X, y, sample_weight, alphas, learned, held_cap)
+
+    def _fit_by_rounds(self, X, y, sample_weight, alphas, learned, held_cap):
+        """The rank by the transformer's rounds, then the penalty: exact
+        kernel ridge where the rounds reach every row (or the probe after
+        them wins), else the efficient leave-one-out (or the splitter) on
+        the features; ``held_cap`` hands a rank past the factor's budget
+        over to held-out rounds."""
         # Two passes (Gram matrix, then leave-one-out errors): keep the
         # features if they fit the memory budget.  The automatic rank is
         # certified for the penalty the leave-one-out error prefers, round
@@ -1475,45 +1483,17 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         between factorisations); the others recompute it (``n^2 d``
         flops).
         """
-        n = grams[0].shape[0]
         if not self._exact_scorable(sample_weight):
             return None
         progress = Progress(self.verbose, type(self).__name__)
 
         def fit(alpha, block=None):
-            if block is None:
-                block = (
-                    grams.pop()
-                    if grams
-                    else nystroem._kernel_to_landmarks(nystroem.components_)
-                )
-            solved = self._exact_solution(
-                nystroem, block, y, sample_weight, float(alpha), loo=True
+            return self._exact_fit_scored(
+                nystroem, grams, y, sample_weight, alpha, progress, block
             )
-            if solved is None:
-                return None
-            dual, intercept, residuals = solved
-            order = nystroem.component_indices_
-            score = self._exact_score(order, residuals, y, sample_weight)
-            progress(
-                f"exact kernel ridge at penalty {alpha:.4g}: "
-                f"leave-one-out score {score:.6g}"
-            )
-            # A NaN score never wins.
-            score = -np.inf if np.isnan(score) else score
-            return (score, float(alpha), dual, intercept)
 
-        def better(candidate, incumbent):
-            if candidate is None:
-                return False
-            if incumbent is None:
-                return True
-            if incumbent[2] is None and self.scoring is None:
-                # Against the low-rank fit (minus a mean squared error).
-                return candidate[0] > incumbent[0] * (1.0 - self.loss_tol)
-            return candidate[0] > incumbent[0]  # the first of tied maxima
-
-        if n <= EXACT_GRID_ROWS:
+        better = self._exact_better
+        if grams[0].shape[0] <= EXACT_GRID_ROWS:
             gram = grams.pop()
             best = None if reference is None else (*reference, None, None)
             for i, alpha in enumerate(alphas):
@@ -1534,6 +1514,47 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         if best is None or best[2] is None:
             return None
         return best
+
+    def _exact_fit_scored(
+        self, nystroem, grams, y, sample_weight, alpha, progress, block=None
+    ):
+        """One exact fit of :meth:`_exact_search`: ``(score, alpha, dual,
+        intercept)``, or None without a Cholesky factor.  ``block`` is ``K``
+        (consumed); else the one ``grams`` holds, else ``K`` recomputed."""
+        if block is None:
+            block = (
+                grams.pop()
+                if grams
+                else nystroem._kernel_to_landmarks(nystroem.components_)
+            )
+        solved = self._exact_solution(
+            nystroem, block, y, sample_weight, float(alpha), loo=True
+        )
+        if solved is None:
+            return None
+        dual, intercept, residuals = solved
+        order = nystroem.component_indices_
+        score = self._exact_score(order, residuals, y, sample_weight)
+        progress(
+            f"exact kernel ridge at penalty {alpha:.4g}: "
+            f"leave-one-out score {score:.6g}"
+        )
+        # A NaN score never wins.
+        score = -np.inf if np.isnan(score) else score
+        return (score, float(alpha), dual, intercept)
+
+    def _exact_better(self, candidate, incumbent):
+        """Whether an exact fit (:meth:`_exact_fit_scored`) beats the
+        incumbent: a low-rank fit's ``(score, alpha, None, None)`` by
+        ``loss_tol`` (with ``scoring=None``), an exact fit by any margin."""
+        if candidate is None:
+            return False
+        if incumbent is None:
+            return True
+        if incumbent[2] is None and self.scoring is None:
+            # Against the low-rank fit (minus a mean squared error).
+            return candidate[0] > incumbent[0] * (1.0 - self.loss_tol)
+        return candidate[0] > incumbent[0]  # the first of tied maxima
 
     def _set_exact_search(self, nystroem, best, y):
         """The fit of the penalty an exact search on ``nystroem`` chose
