@@ -275,25 +275,34 @@ class _DoFRidgeMixin(DoFKernelMixin):
                 progress=progress,
                 weights=split.held_weight,
             )
-        problem = NystroemPCGRidgeProblem(
-            state["features"], y, weight, self.fit_intercept
-        )
+        W, problem, features = self._refit_held_out(X, y, weight, state)
+        self._set_coef(W, problem, y, features)
+        if rounds is not None:
+            every_row = rounds.rank == split.order.shape[0]
+            self._record_held_out(rounds, n_samples, state["alpha"], every_row)
+        return state["alpha"], state["mse"]
+
+    def _refit_held_out(self, X, y, weight, state):
+        """``(W, problem, features)`` of the last round's landmarks and
+        penalty on every row: by the conjugate gradients, warm from the
+        round's solution, where the round kept the kernel basis; else
+        directly on the features it fell back to (the rows' own, where
+        rounding swamped the basis's Gram matrix at that penalty)."""
+        features = state["features"]
+        if features.basis is None:
+            return self._solve_direct(X, features, y, weight, state["alpha"])
+        problem = NystroemPCGRidgeProblem(features, y, weight, self.fit_intercept)
         warm = isinstance(state["problem"], NystroemPCGRidgeProblem)
-        W, problem, features = self._solve_weighted(
+        return self._solve_weighted(
             problem,
             X,
-            state["features"],
+            features,
             y,
             weight,
             state["alpha"],
             start=state["W"] if warm else None,
             like=state["problem"] if warm else None,
         )
-        self._set_coef(W, problem, y, features)
-        if rounds is not None:
-            every_row = rounds.rank == split.order.shape[0]
-            self._record_held_out(rounds, n_samples, state["alpha"], every_row)
-        return state["alpha"], state["mse"]
 
     def _held_out_round(self, X, y, split, rank, alphas, state):
         """One round of :meth:`_fit_held_out`: the fit at ``rank`` on the

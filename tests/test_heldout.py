@@ -350,6 +350,30 @@ def test_the_held_out_score_weighs_each_row_s_error_by_its_weight():
     assert -model.best_score_ != pytest.approx(unweighted, rel=0.1)
 
 
+@pytest.mark.parametrize("rank", [{"n_components": 300}, {"max_components": 2400}])
+def test_the_refit_on_every_row_keeps_the_rows_features_a_round_fell_back_to(rank):
+    # A smooth kernel at a tiny penalty: rounding swamps the kernel basis's
+    # Gram matrix, the round solves on the rows' own features, and the fit
+    # on every row must take them too (it read the basis, absent, before).
+    X, y = _problem(3000)
+    params = dict(kernel="rbf", gamma=0.01, random_state=0)
+    with config_context(memory_budget=SMALL_BUDGET):
+        model = DoFKernelRidgeCV(alphas=[1e-9], **params, **rank).fit(X, y)
+    split = held_out_split(np.ones(3000), 0)
+    reference = DoFKernelRidge(
+        alpha=1e-9,
+        gamma=0.01,
+        kernel="rbf",
+        n_components=model.n_components_,
+        sampling=NestedRows(split.order),
+        solver="direct",
+    ).fit(X, y)
+    X_test, _ = _problem(500, seed=1)
+    np.testing.assert_allclose(
+        model.predict(X_test), reference.predict(X_test), rtol=1e-9, atol=1e-9
+    )
+
+
 def test_rounds_that_reach_every_training_row_say_so():
     # max_components past the rows: the rounds stop at the split's training
     # rows, where only every row (exact kernel ridge) is left to ask for.
