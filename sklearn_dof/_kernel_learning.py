@@ -379,6 +379,23 @@ def rescaled(kernel, scale):
     )
 
 
+def free_length_scale(kernel):
+    """Whether ``kernel`` is a kernel object with a free ``length_scale``
+    of its own (``RBF``, ``Matern``, ``RationalQuadratic``...), which
+    :func:`scaled_length_scales` may scale."""
+    hyperparameter = getattr(kernel, "hyperparameter_length_scale", None)
+    return hyperparameter is not None and not hyperparameter.fixed
+
+
+def scaled_length_scales(kernel, factor):
+    """``kernel`` with every length scale (one, or one per feature)
+    multiplied by ``factor``; the other hyperparameters and the bounds
+    kept."""
+    return clone(kernel).set_params(
+        length_scale=np.asarray(kernel.length_scale, dtype=float) * factor
+    )
+
+
 class KernelSearch(NamedTuple):
     """The result of :func:`search_kernel`: the learned kernel of the
     features as given, the penalty learned with it on the ``learn`` rows,

@@ -46,14 +46,14 @@ def climb(score, path, best, better):
     return best, moved
 
 
-def walk_from(score, grid, start, better, ceiling=None):
+def walk_from(score, grid, start, better, ceiling=None, known=None):
     """The best candidate of a walk along ``grid`` from ``start``.
 
-    ``start`` is scored first, then its neighbours below while the score
-    improves; if the first step down does not improve, its neighbours above
-    while it does, up to ``ceiling`` (default: the grid's top).  On
-    unimodal scores that finds the grid's best at the cost of the steps
-    between ``start`` and it, plus two.
+    ``start`` is scored first (unless ``known``), then its neighbours below
+    while the score improves; if the first step down does not improve, its
+    neighbours above while it does, up to ``ceiling`` (default: the grid's
+    top).  On unimodal scores that finds the grid's best at the cost of the
+    steps between ``start`` and it, plus two.
 
     Parameters
     ----------
@@ -66,6 +66,9 @@ def walk_from(score, grid, start, better, ceiling=None):
     ceiling : float, default=None
         The largest penalty the walk may score: one known to be at or
         above the best (None: no such bound).
+    known : object, default=None
+        ``start``'s candidate where it was scored already: the walk then
+        starts from it without scoring ``start`` again.
 
     Returns
     -------
@@ -78,7 +81,9 @@ def walk_from(score, grid, start, better, ceiling=None):
     if not grid.size:
         return None
     i = nearest(grid, start)
-    best, _ = climb(score, grid[i : i + 1], None, better)
+    best = known
+    if known is None:
+        best, _ = climb(score, grid[i : i + 1], None, better)
     best, moved = climb(score, grid[:i][::-1], best, better)
     if not moved:
         best, _ = climb(score, grid[i + 1 :], best, better)

@@ -45,7 +45,13 @@ from ._heldout import (
     held_out_split,
     held_out_warning,
 )
-from ._kernel_learning import SEARCH_LAMBDAS, learned_penalties, search_kernel
+from ._kernel_learning import (
+    SEARCH_LAMBDAS,
+    free_length_scale,
+    learned_penalties,
+    scaled_length_scales,
+    search_kernel,
+)
 from ._kernel_objects import check_kernel_object, is_kernel_object
 from ._landmark_block import EveryRow, FitRequest
 from ._landmarks import LandmarkSelection
@@ -91,6 +97,13 @@ SPLITTER_MAX_COMPONENTS = 640
 #: "Measurements behind the code's choices"); beyond it, a walk along the
 #: grid from the penalty the rounds chose (``DoFKernelRidgeCV._exact_search``).
 EXACT_GRID_ROWS = 2048
+
+#: The factor between the length scales that exact kernel ridge on every
+#: row compares after a kernel learned on a subsample, and the most steps
+#: it takes either way (``DoFKernelRidgeCV._walk_length_scales``;
+#: doc/design/kernel.rst, "Length scales on every row").
+LENGTH_SCALE_STEP = 2.0**0.25
+LENGTH_SCALE_STEPS = 4
 
 
 def _positive_rows(X, sample_weight):
@@ -1231,7 +1244,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 self.nystroem_, grams, y, sample_weight, alphas, start=start
             )
             if best is not None:
-                self._set_exact_search(self.nystroem_, best, y)
+                self._adopt_exact(
+                    X, y, sample_weight, alphas, self.nystroem_, best, learned
+                )
                 return self
             # K + alpha I has no Cholesky factor: the features of K(I, I)^+.
             features = self.nystroem_._training_features(X, cache=True)
@@ -1245,7 +1260,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             if (
                 exact_route
                 and self._uncapped(X)
-                and self._exact_probe(X, y, sample_weight, alphas)
+                and self._exact_probe(X, y, sample_weight, alphas, learned)
             ):
                 return self
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
@@ -1461,7 +1476,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
 
     def _exact_search(
-        self, nystroem, grams, y, sample_weight, alphas, reference=None, start=None
+        self,
+        nystroem,
+        grams,
+        y,
+        sample_weight,
+        alphas,
+        reference=None,
+        start=None,
+        known=None,
     ):
         """Exact kernel ridge on the landmarks of ``nystroem`` (every row) at
         the penalty its exact leave-one-out prefers: ``(score, alpha, dual,
@@ -1490,11 +1513,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         ``grams`` is a list holding ``K`` in the landmarks' order, taken out
         and consumed by the first factorisation (no copy of it is kept
         between factorisations); the others recompute it (``n^2 d``
-        flops).
+        flops).  ``known``: the start's fit where it was scored already
+        (a walk from it, beyond :data:`EXACT_GRID_ROWS` rows).
         """
         if not self._exact_scorable(sample_weight):
             return None
         progress = Progress(self.verbose, type(self).__name__)
+        n = nystroem.component_indices_.shape[0]
 
         def fit(alpha, block=None):
             return self._exact_fit_scored(
@@ -1502,7 +1527,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             )
 
         better = self._exact_better
-        if grams[0].shape[0] <= EXACT_GRID_ROWS:
+        if n <= EXACT_GRID_ROWS:
             gram = grams.pop()
             best = None if reference is None else (*reference, None, None)
             for i, alpha in enumerate(alphas):
@@ -1511,7 +1536,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                     best = candidate
         elif reference is None:
             penalty, ceiling = walk_start(alphas) if start is None else start
-            best = walk_from(fit, alphas, penalty, better, ceiling=ceiling)
+            best = walk_from(fit, alphas, penalty, better, ceiling=ceiling, known=known)
         else:
             # After a low-rank fit there is no exact score to anchor a walk:
             # the smallest penalty first, walking up, else the neighbour
@@ -1565,6 +1590,77 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return candidate[0] > incumbent[0] * (1.0 - self.loss_tol)
         return candidate[0] > incumbent[0]  # the first of tied maxima
 
+    def _adopt_exact(self, X, y, sample_weight, alphas, nystroem, best, learned):
+        """The fit of the exact search ``best`` on ``nystroem``
+        (:meth:`_exact_search`), after :meth:`_walk_length_scales` where the
+        length scales of ``kernel_`` were learned (``learned``, the penalty
+        learned with them, not None) on fewer rows than the fit's."""
+        if (
+            learned is not None
+            and free_length_scale(self.kernel_)
+            and X.shape[0] > self.kernel_subsample
+        ):
+            nystroem, best = self._walk_length_scales(
+                X, y, sample_weight, alphas, nystroem, best
+            )
+        self._set_exact_search(nystroem, best, y)
+
+    def _walk_length_scales(self, X, y, sample_weight, alphas, nystroem, best):
+        """The learned length scales checked on every row: all scaled alike
+        by :data:`LENGTH_SCALE_STEP` at a time, down while the exact
+        leave-one-out error at the penalty chosen improves, else up (at
+        most :data:`LENGTH_SCALE_STEPS` steps), then the penalty walked
+        again at the scales kept.  Length scales learned on a subsample
+        are those its rows resolve; more rows resolve shorter ones
+        (doc/design/kernel.rst, "Length scales on every row").  Returns
+        ``(nystroem, best)`` and sets ``kernel_`` to the scales kept."""
+        learned = self.kernel_
+        n_samples = X.shape[0]
+        every_penalty = n_samples <= EXACT_GRID_ROWS
+        progress = Progress(self.verbose, type(self).__name__)
+
+        def fit(factor):
+            self.kernel_ = scaled_length_scales(learned, factor)
+            progress(f"length scales times {factor:.4g}")
+            fitted, solved = self._new_fitted_nystroem(
+                X,
+                best[1],
+                FitRequest(exact_solve=True),
+                dof_tol=self.tol,
+                n_components=n_samples,
+                sampling="uniform",
+            )
+            if not isinstance(solved, EveryRow):
+                return None
+            grams = [solved.gram]
+            del solved  # the search consumes K
+            grid = alphas if every_penalty else np.array([best[1]])
+            found = self._exact_search(fitted, grams, y, sample_weight, grid)
+            return None if found is None else (found, fitted, factor)
+
+        def better(candidate, incumbent):
+            return candidate is not None and self._exact_better(
+                candidate[0], incumbent[0]
+            )
+
+        down = LENGTH_SCALE_STEP ** -np.arange(1.0, LENGTH_SCALE_STEPS + 1)
+        kept, moved = climb(fit, down, (best, nystroem, 1.0), better)
+        if not moved:
+            kept, moved = climb(fit, 1.0 / down, kept, better)
+        best, nystroem, factor = kept
+        self.kernel_ = scaled_length_scales(learned, factor)
+        if moved and not every_penalty:
+            best = self._exact_search(
+                nystroem,
+                [],
+                y,
+                sample_weight,
+                alphas,
+                start=(best[1], None),
+                known=best,
+            )
+        return nystroem, best
+
     def _set_exact_search(self, nystroem, best, y):
         """The fit of the penalty an exact search on ``nystroem`` chose
         (:meth:`_exact_search`), which becomes ``nystroem_``."""
@@ -1573,7 +1669,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._set_exact(dual, intercept, y)
         self.nystroem_.alpha_ = self.alpha_
 
-    def _exact_probe(self, X, y, sample_weight, alphas):
+    def _exact_probe(self, X, y, sample_weight, alphas, learned=None):
         """After a low-rank fit whose kernel matrix fits the exact budget:
         exact kernel ridge at smaller penalties of the grid, kept if its
         exact leave-one-out beats the low-rank fit's by ``loss_tol``
@@ -1610,7 +1706,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         best = self._exact_search(every_row, grams, y, sample_weight, alphas, reference)
         if best is None:
             return False
-        self._set_exact_search(every_row, best, y)
+        self._adopt_exact(X, y, sample_weight, alphas, every_row, best, learned)
         return True
 
     def _exact_score(self, order, residuals, y, sample_weight):
