@@ -88,3 +88,23 @@ def test_walk_start():
     assert walk_start(GRID, learned=1e-5) == (1e-5, None)
     start, ceiling = walk_start(GRID)
     assert start == pytest.approx(1e-3) and ceiling is None
+
+
+def test_a_walk_from_a_known_start_does_not_score_it_again():
+    grid = np.logspace(-4, 0, 9)
+    scored = []
+
+    def score(alpha):
+        scored.append(alpha)
+        return -((np.log10(alpha) + 1.0) ** 2), alpha
+
+    def better(candidate, best):
+        return best is None or candidate[0] > best[0]
+
+    start = grid[8]
+    known = score(start)
+    scored.clear()
+    best = walk_from(score, grid, start, better, known=known)
+    assert best[1] == pytest.approx(0.1)
+    assert start not in scored
+    assert best == walk_from(score, grid, start, better)

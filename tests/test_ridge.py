@@ -1316,3 +1316,49 @@ def test_cv_exact_fits_hold_one_kernel_matrix_at_a_time(
     fits = capsys.readouterr().out.count("exact kernel ridge at penalty")
     assert fits >= 2 and model.nystroem_.exact_ == exact
     assert peak < 1.5 * 8 * n**2
+
+
+def _smooth_problem(n, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.uniform(-2, 2, size=(n, 4))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3]
+    return X, y + 0.01 * rng.randn(n)
+
+
+def test_length_scales_learned_on_a_subsample_are_walked_on_every_row(monkeypatch):
+    # 1,000 rows, the kernel learned on 300: the exact fit on every row
+    # scales the learned length scales alike while its leave-one-out
+    # improves.
+    X, y = _smooth_problem(1000)
+    params = dict(kernel_subsample=300, random_state=0)
+    walked = DoFKernelRidgeCV(**params).fit(X, y)
+    monkeypatch.setattr(_ridge, "LENGTH_SCALE_STEPS", 0)
+    kept = DoFKernelRidgeCV(**params).fit(X, y)
+    assert walked.nystroem_.exact_ and kept.nystroem_.exact_
+    assert type(walked.kernel_) is type(kept.kernel_)
+    ratio = np.asarray(walked.kernel_.length_scale) / kept.kernel_.length_scale
+    steps = np.log(ratio) / np.log(_ridge.LENGTH_SCALE_STEP)
+    np.testing.assert_allclose(steps, np.round(steps[0]), atol=1e-9)
+    assert 1 <= abs(round(steps[0])) <= 4
+    assert walked.best_score_ > kept.best_score_
+    # kernel_ is the kernel of the fit: a refit at it, its bounds fixed,
+    # predicts the same (to the rounding of a penalty of 3e-8, the rows in
+    # another order).
+    fixed = walked.kernel_.clone_with_theta(walked.kernel_.theta)
+    fixed.length_scale_bounds = "fixed"
+    refit = DoFKernelRidgeCV(kernel=fixed, alphas=[walked.alpha_]).fit(X, y)
+    X_test, _ = _smooth_problem(200, seed=1)
+    np.testing.assert_allclose(
+        walked.predict(X_test), refit.predict(X_test), rtol=1e-6, atol=1e-8
+    )
+
+
+def test_length_scales_learned_on_every_row_are_not_walked(monkeypatch):
+    X, y = _smooth_problem(300)
+    walked = DoFKernelRidgeCV(kernel_subsample=300, random_state=0).fit(X, y)
+    monkeypatch.setattr(_ridge, "LENGTH_SCALE_STEPS", 0)
+    kept = DoFKernelRidgeCV(kernel_subsample=300, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(
+        walked.kernel_.length_scale, kept.kernel_.length_scale
+    )
+    assert walked.alpha_ == kept.alpha_
