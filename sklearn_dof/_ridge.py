@@ -960,8 +960,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     Attributes
     ----------
     kernel_ : str, callable or kernel object
-        The kernel of the fit: the learned kernel object, or ``kernel``
-        itself where nothing is learned (``"rbf"`` for None).
+        The kernel of the fit: the learned kernel object (its length scales
+        as checked on every row, see Notes), or ``kernel`` itself where
+        nothing is learned (``"rbf"`` for None).
     alpha_ : float
         The selected penalty.
     alphas_ : tuple of float
@@ -1014,7 +1015,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     is kept, then one length scale per feature is learned from it.  The
     rank and the penalty ``alpha_`` are then chosen on every row at the
     learned kernel ``kernel_``, as below, among penalties around the one
-    learned with it (``alphas_``).
+    learned with it (``alphas_``).  Where that ends in exact kernel ridge on
+    more rows than the kernel was learned on, and the kernel has a
+    ``length_scale`` of its own (``RBF``, ``Matern``...), its length scales
+    are checked on every row: all scaled alike by ``2**0.25`` at a time,
+    shorter while the exact leave-one-out error improves, else longer (at
+    most four steps), then the penalty walked again; ``kernel_`` holds the
+    scales kept.  More rows resolve shorter length scales than the subsample
+    does.
 
     The leave-one-out is exact for the ridge regression on the fixed
     features: it does not reselect the landmarks without the left-out point
