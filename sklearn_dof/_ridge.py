@@ -1616,9 +1616,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     def _walk_length_scales(self, X, y, sample_weight, alphas, nystroem, best):
         """The learned length scales checked on every row: all scaled alike
         by :data:`LENGTH_SCALE_STEP` at a time, down while the exact
-        leave-one-out error at the penalty chosen improves, else up (at
-        most :data:`LENGTH_SCALE_STEPS` steps), then the penalty walked
-        again at the scales kept.  Length scales learned on a subsample
+        leave-one-out error at the penalty chosen improves by ``loss_tol``,
+        else up (at most :data:`LENGTH_SCALE_STEPS` steps), then the
+        penalty walked again at the scales kept.  Length scales learned on a subsample
         are those its rows resolve; more rows resolve shorter ones
         (doc/design/kernel.rst, "Length scales on every row").  Returns
         ``(nystroem, best)`` and sets ``kernel_`` to the scales kept."""
@@ -1647,9 +1647,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return None if found is None else (found, fitted, factor)
 
         def better(candidate, incumbent):
-            return candidate is not None and self._exact_better(
-                candidate[0], incumbent[0]
-            )
+            # As the exact probe's fits against a low-rank one: a step must
+            # buy loss_tol of the leave-one-out error (of its mean squared
+            # error with scoring=None), not a rounding's worth.
+            if candidate is None:
+                return False
+            score, kept = candidate[0][0], incumbent[0][0]
+            if self.scoring is None:
+                return score > kept * (1.0 - self.loss_tol)
+            return score > kept
 
         down = LENGTH_SCALE_STEP ** -np.arange(1.0, LENGTH_SCALE_STEPS + 1)
         kept, moved = climb(fit, down, (best, nystroem, 1.0), better)
