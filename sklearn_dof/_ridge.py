@@ -1019,8 +1019,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     more rows than the kernel was learned on, and the kernel has a
     ``length_scale`` of its own (``RBF``, ``Matern``...), its length scales
     are checked on every row: all scaled alike by ``2**0.25`` at a time,
-    shorter while the exact leave-one-out error improves, else longer (at
-    most four steps), then the penalty walked again; ``kernel_`` holds the
+    shorter while the exact leave-one-out error improves by ``loss_tol``,
+    else longer (at most four steps), then the penalty walked again; ``kernel_`` holds the
     scales kept.  More rows resolve shorter length scales than the subsample
     does.
 
