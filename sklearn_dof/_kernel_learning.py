@@ -387,6 +387,14 @@ def free_length_scale(kernel):
     return hyperparameter is not None and not hyperparameter.fixed
 
 
+def within_bounds(kernel, factor):
+    """Whether ``kernel``'s length scales times ``factor`` lie within its
+    ``length_scale_bounds`` (one pair, or one per length scale)."""
+    scales = np.atleast_1d(np.asarray(kernel.length_scale, dtype=float)) * factor
+    bounds = np.asarray(kernel.length_scale_bounds, dtype=float).reshape(-1, 2)
+    return bool(np.all(scales >= bounds[:, 0]) and np.all(scales <= bounds[:, 1]))
+
+
 def scaled_length_scales(kernel, factor):
     """``kernel`` with every length scale (one, or one per feature)
     multiplied by ``factor``; the other hyperparameters and the bounds

@@ -51,6 +51,7 @@ from ._kernel_learning import (
     learned_penalties,
     scaled_length_scales,
     search_kernel,
+    within_bounds,
 )
 from ._kernel_objects import check_kernel_object, is_kernel_object
 from ._landmark_block import EveryRow, FitRequest
@@ -1020,9 +1021,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     ``length_scale`` of its own (``RBF``, ``Matern``...), its length scales
     are checked on every row: all scaled alike by ``2**0.25`` at a time,
     shorter while the exact leave-one-out error improves by ``loss_tol``,
-    else longer (at most four steps), then the penalty walked again; ``kernel_`` holds the
-    scales kept.  More rows resolve shorter length scales than the subsample
-    does.
+    else longer (at most four steps, within ``length_scale_bounds``), then
+    the penalty walked again; ``kernel_`` holds the scales kept.  More rows
+    resolve shorter length scales than the subsample does.
 
     The leave-one-out is exact for the ridge regression on the fixed
     features: it does not reselect the landmarks without the left-out point
@@ -1606,7 +1607,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         if (
             learned is not None
             and free_length_scale(self.kernel_)
-            and X.shape[0] > self.kernel_subsample
+            and _positive_rows(X, sample_weight) > self.kernel_subsample
         ):
             nystroem, best = self._walk_length_scales(
                 X, y, sample_weight, alphas, nystroem, best
@@ -1617,17 +1618,22 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         """The learned length scales checked on every row: all scaled alike
         by :data:`LENGTH_SCALE_STEP` at a time, down while the exact
         leave-one-out error at the penalty chosen improves by ``loss_tol``,
-        else up (at most :data:`LENGTH_SCALE_STEPS` steps), then the
-        penalty walked again at the scales kept.  Length scales learned on a subsample
-        are those its rows resolve; more rows resolve shorter ones
-        (doc/design/kernel.rst, "Length scales on every row").  Returns
-        ``(nystroem, best)`` and sets ``kernel_`` to the scales kept."""
+        else up (at most :data:`LENGTH_SCALE_STEPS` steps, within the
+        kernel's ``length_scale_bounds``), then the penalty walked again at
+        the scales kept; up to :data:`EXACT_GRID_ROWS` rows each step
+        scores the whole grid instead.  Length scales learned on a
+        subsample are those its rows resolve; more rows resolve shorter
+        ones (doc/design/kernel.rst, "Length scales on every row").
+        Returns ``(nystroem, best)`` and sets ``kernel_`` to the scales
+        kept."""
         learned = self.kernel_
         n_samples = X.shape[0]
         every_penalty = n_samples <= EXACT_GRID_ROWS
         progress = Progress(self.verbose, type(self).__name__)
 
         def fit(factor):
+            if not within_bounds(learned, factor):
+                return None  # the climb stops there
             self.kernel_ = scaled_length_scales(learned, factor)
             progress(f"length scales times {factor:.4g}")
             fitted, solved = self._new_fitted_nystroem(

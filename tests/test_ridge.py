@@ -1362,3 +1362,18 @@ def test_length_scales_learned_on_every_row_are_not_walked(monkeypatch):
         walked.kernel_.length_scale, kept.kernel_.length_scale
     )
     assert walked.alpha_ == kept.alpha_
+
+
+def test_the_length_scale_walk_keeps_within_the_kernel_s_bounds():
+    # The walk would go past twice the learned scales here (it asks for
+    # longer ones), but the bounds stop it, as they stop the search.
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-2, 2, size=(700, 3))
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2] + 0.01 * rng.randn(700)
+    kernel = RBF([1.0, 1.0, 1.0], (0.5, 1.0))
+    model = DoFKernelRidgeCV(kernel=kernel, kernel_subsample=60, random_state=0)
+    model.fit(X, y)
+    assert model.nystroem_.exact_
+    scales = np.asarray(model.kernel_.length_scale)
+    assert np.all((scales >= 0.5) & (scales <= 1.0))
+    assert model.kernel == RBF([1.0, 1.0, 1.0], (0.5, 1.0))
