@@ -37,6 +37,7 @@ from sklearn.utils.validation import (
 
 from . import _array_api, _dask, _memory, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
+from ._duplicates import group_rows, grouped_targets, row_loo_residuals
 from ._heldout import (
     NestedRows,
     held_out_cap,
@@ -173,20 +174,31 @@ class _DoFRidgeMixin(DoFKernelMixin):
             how = "a Cholesky factorisation"
         return f"ridge weights on {self.n_components_} landmarks by {how}"
 
-    def _exact_solution(self, nystroem, gram, y, sample_weight, alpha, loo=False):
+    def _exact_solution(
+        self, nystroem, gram, y, sample_weight, alpha, loo=False, complement=False
+    ):
         """Exact kernel ridge when every row is a landmark of ``nystroem``
         (:func:`~sklearn_dof._ridge_solve.exact_kernel_ridge`), in the
         landmarks' order: ``(dual, intercept, residuals)`` (the
-        leave-one-out residuals with ``loo``, else None), or None when
-        ``K + alpha I`` has no Cholesky factor.  Sets nothing."""
+        leave-one-out residuals with ``loo``, else None; with
+        ``complement`` a fourth entry, each row's ``1 - H_ii``), or None
+        when ``K + alpha I`` has no Cholesky factor.  Sets nothing."""
         landmarks = nystroem.component_indices_
         weights = None if sample_weight is None else sample_weight[landmarks]
         targets = y.reshape(y.shape[0], -1)[landmarks].astype(np.float64)
         solved = exact_kernel_ridge(
-            gram, targets, weights, alpha, self.fit_intercept, loo=loo
+            gram,
+            targets,
+            weights,
+            alpha,
+            self.fit_intercept,
+            loo=loo,
+            complement=loo and complement,
         )
         if solved is None:
             return None
+        if loo and complement:
+            return solved
         return solved[0], solved[1], solved[2] if loo else None
 
     def _set_exact(self, dual, intercept, y):
@@ -1241,6 +1253,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             )
         if held_cap is not None and self.nystroem_.requested_components_ is not None:
             del features
+            if self._fit_distinct_rows(X, y, sample_weight, alphas, learned):
+                return self
             return self._search_held_out(X, y, sample_weight, alphas, learned, held_cap)
         if isinstance(features, EveryRow):
             grams = [features.gram]
@@ -1309,6 +1323,77 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
         self.best_score_ = -mse
         return self
+
+    def _row_groups(self, X, y, sample_weight):
+        """The :class:`~sklearn_dof._duplicates.RowGroups` of ``X`` where
+        exact kernel ridge on its distinct rows may replace the automatic
+        rank past its cap: the exact route's options, float64 NumPy
+        features (not a precomputed kernel) and positive weights, a kernel
+        PSD by construction, repeated rows, and a ``K`` of the distinct rows
+        that fits the memory budget; else None."""
+        if not (
+            self.n_components == "auto"
+            and self.max_components is None
+            and self.cv is None
+            and not self.store_cv_results
+            and self.criterion == "loo"
+            and isinstance(X, np.ndarray)
+            and X.dtype == np.float64
+            and not (isinstance(self.kernel, str) and self.kernel == "precomputed")
+            and is_always_psd(self.kernel_)
+            and (sample_weight is None or np.all(sample_weight > 0))
+        ):
+            return None
+        groups = group_rows(X, y, sample_weight)
+        if groups is None or not _memory.fits_exact(groups.first.shape[0]):
+            return None
+        return groups
+
+    def _fit_distinct_rows(self, X, y, sample_weight, alphas, learned):
+        """Exact kernel ridge on the distinct rows of ``X``
+        (:mod:`~sklearn_dof._duplicates`), where the automatic rank stopped
+        at its cap uncertified and ``K`` of the distinct rows fits the
+        memory budget (:meth:`_row_groups`): the penalty and length scales
+        as on every row (:meth:`_exact_search`, :meth:`_adopt_exact`),
+        scored by the rows' own leave-one-out error.  Returns whether it
+        fitted; ``nystroem_``'s landmarks are then each group's first row."""
+        groups = self._row_groups(X, y, sample_weight)
+        if groups is None:
+            return False
+        distinct = X[groups.first]
+        targets = grouped_targets(groups, y)
+        chosen = self.nystroem_.alpha_
+        progress = Progress(self.verbose, type(self).__name__)
+        progress(
+            f"{X.shape[0]} rows, {distinct.shape[0]} distinct: exact kernel "
+            "ridge on the distinct rows"
+        )
+        nystroem, solved = self._new_fitted_nystroem(
+            distinct,
+            chosen,
+            FitRequest(exact_solve=True),
+            dof_tol=self.tol,
+            n_components=distinct.shape[0],
+            sampling="uniform",
+        )
+        if not isinstance(solved, EveryRow):
+            return False
+        grams = [solved.gram]
+        del solved  # the search consumes K
+        start = walk_start(alphas, chosen, learned)
+        best = self._exact_search(
+            nystroem, grams, targets, groups.weight, alphas, start=start, groups=groups
+        )
+        if best is None:
+            return False
+        self._adopt_exact(
+            distinct, targets, groups.weight, alphas, nystroem, best, learned, groups
+        )
+        # The landmarks as rows of X, as on the other routes.
+        self.nystroem_.component_indices_ = groups.first[
+            self.nystroem_.component_indices_
+        ]
+        return True
 
     def _check_search_options(self, X):
         """Options that cannot go together fail before the data are read."""
@@ -1494,6 +1579,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         reference=None,
         start=None,
         known=None,
+        groups=None,
     ):
         """Exact kernel ridge on the landmarks of ``nystroem`` (every row) at
         the penalty its exact leave-one-out prefers: ``(score, alpha, dual,
@@ -1523,7 +1609,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         and consumed by the first factorisation (no copy of it is kept
         between factorisations); the others recompute it (``n^2 d``
         flops).  ``known``: the start's fit where it was scored already
-        (a walk from it, beyond :data:`EXACT_GRID_ROWS` rows).
+        (a walk from it, beyond :data:`EXACT_GRID_ROWS` rows).  ``groups``:
+        the :class:`~sklearn_dof._duplicates.RowGroups` whose distinct rows
+        ``nystroem``'s landmarks are (``y`` and ``sample_weight`` theirs),
+        scored by the rows' own leave-one-out error.
         """
         if not self._exact_scorable(sample_weight):
             return None
@@ -1532,7 +1621,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
         def fit(alpha, block=None):
             return self._exact_fit_scored(
-                nystroem, grams, y, sample_weight, alpha, progress, block
+                nystroem, grams, y, sample_weight, alpha, progress, block, groups
             )
 
         better = self._exact_better
@@ -1559,11 +1648,20 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         return best
 
     def _exact_fit_scored(
-        self, nystroem, grams, y, sample_weight, alpha, progress, block=None
+        self,
+        nystroem,
+        grams,
+        y,
+        sample_weight,
+        alpha,
+        progress,
+        block=None,
+        groups=None,
     ):
         """One exact fit of :meth:`_exact_search`: ``(score, alpha, dual,
         intercept)``, or None without a Cholesky factor.  ``block`` is ``K``
-        (consumed); else the one ``grams`` holds, else ``K`` recomputed."""
+        (consumed); else the one ``grams`` holds, else ``K`` recomputed.
+        With ``groups``, scored on the rows (:mod:`~sklearn_dof._duplicates`)."""
         if block is None:
             block = (
                 grams.pop()
@@ -1571,13 +1669,25 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 else nystroem._kernel_to_landmarks(nystroem.components_)
             )
         solved = self._exact_solution(
-            nystroem, block, y, sample_weight, float(alpha), loo=True
+            nystroem,
+            block,
+            y,
+            sample_weight,
+            float(alpha),
+            loo=True,
+            complement=groups is not None,
         )
         if solved is None:
             return None
-        dual, intercept, residuals = solved
+        dual, intercept, residuals = solved[:3]
         order = nystroem.component_indices_
-        score = self._exact_score(order, residuals, y, sample_weight)
+        if groups is None:
+            score = self._exact_score(order, residuals, y, sample_weight)
+        else:
+            rows = row_loo_residuals(groups, residuals, solved[3], order)
+            score = self._exact_score(
+                np.arange(rows.shape[0]), rows, groups.y, groups.row_weight
+            )
         progress(
             f"exact kernel ridge at penalty {alpha:.4g}: "
             f"leave-one-out score {score:.6g}"
@@ -1599,22 +1709,27 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return candidate[0] > incumbent[0] * (1.0 - self.loss_tol)
         return candidate[0] > incumbent[0]  # the first of tied maxima
 
-    def _adopt_exact(self, X, y, sample_weight, alphas, nystroem, best, learned):
+    def _adopt_exact(
+        self, X, y, sample_weight, alphas, nystroem, best, learned, groups=None
+    ):
         """The fit of the exact search ``best`` on ``nystroem``
         (:meth:`_exact_search`), after :meth:`_walk_length_scales` where the
         length scales of ``kernel_`` were learned (``learned``, the penalty
-        learned with them, not None) on fewer rows than the fit's."""
+        learned with them, not None) on fewer rows than the fit's.
+        ``groups``: as :meth:`_exact_search`'s, ``X`` the distinct rows."""
         if (
             learned is not None
             and free_length_scale(self.kernel_)
             and _positive_rows(X, sample_weight) > self.kernel_subsample
         ):
             nystroem, best = self._walk_length_scales(
-                X, y, sample_weight, alphas, nystroem, best
+                X, y, sample_weight, alphas, nystroem, best, groups
             )
         self._set_exact_search(nystroem, best, y)
 
-    def _walk_length_scales(self, X, y, sample_weight, alphas, nystroem, best):
+    def _walk_length_scales(
+        self, X, y, sample_weight, alphas, nystroem, best, groups=None
+    ):
         """The learned length scales checked on every row: all scaled alike
         by :data:`LENGTH_SCALE_STEP` at a time, down while the exact
         leave-one-out error at the penalty chosen improves by ``loss_tol``,
@@ -1625,7 +1740,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         subsample are those its rows resolve; more rows resolve shorter
         ones (doc/design/kernel.rst, "Length scales on every row").
         Returns ``(nystroem, best)`` and sets ``kernel_`` to the scales
-        kept."""
+        kept.  ``groups``: as :meth:`_exact_search`'s."""
         learned = self.kernel_
         n_samples = X.shape[0]
         every_penalty = n_samples <= EXACT_GRID_ROWS
@@ -1649,7 +1764,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             grams = [solved.gram]
             del solved  # the search consumes K
             grid = alphas if every_penalty else np.array([best[1]])
-            found = self._exact_search(fitted, grams, y, sample_weight, grid)
+            found = self._exact_search(
+                fitted, grams, y, sample_weight, grid, groups=groups
+            )
             return None if found is None else (found, fitted, factor)
 
         def better(candidate, incumbent):
@@ -1678,6 +1795,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 alphas,
                 start=(best[1], None),
                 known=best,
+                groups=groups,
             )
         return nystroem, best
 

@@ -544,7 +544,9 @@ def cv_errors(problem, alphas, criterion="loo"):
     return problem.features.map(block_errors, problem.y, sw)
 
 
-def exact_kernel_ridge(gram, y, sample_weight, alpha, fit_intercept, loo=False):
+def exact_kernel_ridge(
+    gram, y, sample_weight, alpha, fit_intercept, loo=False, complement=False
+):
     """Exact kernel ridge from ``K`` itself: every row a landmark.
 
     The dual weights ``c`` and intercept ``b`` minimising
@@ -578,6 +580,10 @@ def exact_kernel_ridge(gram, y, sample_weight, alpha, fit_intercept, loo=False):
         a row's leave-one-out residual is ``(Q r y)_i / (r_i Q_ii)``, with
         ``(M^{-1})_ii`` the squared norm of column ``i`` of ``L^{-1}``
         (``M = L L^T``): ``n^3 / 3`` flops more than the fit.
+    complement : bool, default=False
+        With ``loo``, also return ``1 - H_ii = alpha Q_ii``, each row's
+        complement of its leverage (``_duplicates.row_loo_residuals`` reads
+        it).
 
     Returns
     -------
@@ -585,8 +591,11 @@ def exact_kernel_ridge(gram, y, sample_weight, alpha, fit_intercept, loo=False):
     intercept : ndarray of shape (n_targets,)
     loo_residuals : ndarray of shape (n, n_targets)
         With ``loo`` only.
-        Or None when ``M`` has no Cholesky factor (``K`` not PSD, or its
-        rounding above ``alpha``).
+    complement : ndarray of shape (n,)
+        With ``loo`` and ``complement`` only.
+
+    The whole is None when ``M`` has no Cholesky factor (``K`` not PSD, or
+    its rounding above ``alpha``).
     """
     n, k = y.shape
     # K is symmetric: its transpose is the Fortran-ordered array LAPACK
@@ -629,4 +638,6 @@ def exact_kernel_ridge(gram, y, sample_weight, alpha, fit_intercept, loo=False):
         # Rows of zero weight take no part; their residual is undefined.
         with np.errstate(divide="ignore", invalid="ignore"):
             residuals = residuals / root[:, None]
+    if complement:
+        return dual, intercept, residuals, alpha * Q_diagonal
     return dual, intercept, residuals
