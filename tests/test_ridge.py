@@ -1377,3 +1377,93 @@ def test_the_length_scale_walk_keeps_within_the_kernel_s_bounds():
     scales = np.asarray(model.kernel_.length_scale)
     assert np.all((scales >= 0.5) & (scales <= 1.0))
     assert model.kernel == RBF([1.0, 1.0, 1.0], (0.5, 1.0))
+
+
+def _repeated_rows(n_distinct, n_rows, seed=0):
+    rng = np.random.RandomState(seed)
+    distinct = rng.uniform(-2, 2, size=(n_distinct, 2))
+    X = distinct[rng.randint(0, n_distinct, n_rows)]
+    f = np.c_[np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]), X[:, 0] * X[:, 1]]
+    y = f + 0.1 * rng.randn(n_rows, 2)
+    return X, y, rng.uniform(0.3, 3.0, n_rows)
+
+
+# A budget whose default cap is 100 columns and whose exact route stops at
+# 223 rows (as tests/test_heldout.py's): 600 rows do not fit it, their 190
+# or so distinct ones do.
+DISTINCT_BUDGET = 8 * 5 * 100**2
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(kernel="rbf", gamma=5.0),
+        dict(),  # the learned kernel
+    ],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_repeated_rows_past_the_cap_are_fitted_exactly_on_the_distinct_ones(
+    params, weighted
+):
+    # Past its cap the automatic rank hands over to exact kernel ridge on
+    # the distinct rows: the fit, penalty and leave-one-out score of exact
+    # kernel ridge on every row, where a larger budget lets it run.
+    X, y, weight = _repeated_rows(190, 600)
+    weight = weight if weighted else None
+    with config_context(memory_budget=DISTINCT_BUDGET):
+        distinct = DoFKernelRidgeCV(random_state=0, **params).fit(X, y, weight)
+    with config_context(memory_budget=8 * 5 * 2000**2):
+        every = DoFKernelRidgeCV(random_state=0, **params).fit(X, y, weight)
+    assert every.nystroem_.exact_ and every.n_components_ == 600
+    n_distinct = np.unique(X, axis=0).shape[0]
+    assert distinct.nystroem_.exact_ and distinct.n_components_ == n_distinct
+    landmarks = distinct.nystroem_.component_indices_
+    assert np.unique(X[landmarks], axis=0).shape[0] == n_distinct
+    np.testing.assert_array_equal(distinct.nystroem_.components_, X[landmarks])
+    assert distinct.alpha_ == every.alpha_
+    assert distinct.best_score_ == pytest.approx(every.best_score_, rel=1e-10)
+    X_test = np.random.RandomState(1).uniform(-2, 2, size=(50, 2))
+    np.testing.assert_allclose(
+        distinct.predict(X_test), every.predict(X_test), rtol=1e-8, atol=1e-10
+    )
+
+
+def test_repeated_rows_walk_their_length_scales_on_the_distinct_ones(monkeypatch):
+    # The learned length scales are walked on the distinct rows as on every
+    # row: the same scales, penalty and fit.
+    rng = np.random.RandomState(3)
+    X = rng.uniform(-2, 2, size=(200, 4))[rng.randint(0, 200, 600)]
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3]
+    y += 0.01 * rng.randn(600)
+    params = dict(kernel_subsample=60, random_state=0)
+    with config_context(memory_budget=DISTINCT_BUDGET):
+        distinct = DoFKernelRidgeCV(**params).fit(X, y)
+    with config_context(memory_budget=8 * 5 * 2000**2):
+        every = DoFKernelRidgeCV(**params).fit(X, y)
+    monkeypatch.setattr(_ridge, "LENGTH_SCALE_STEPS", 0)
+    with config_context(memory_budget=DISTINCT_BUDGET):
+        kept = DoFKernelRidgeCV(**params).fit(X, y)
+    assert distinct.n_components_ < 600 and every.n_components_ == 600
+    assert distinct.kernel_ != kept.kernel_  # the walk moved
+    np.testing.assert_allclose(
+        distinct.kernel_.length_scale, every.kernel_.length_scale, rtol=1e-12
+    )
+    assert distinct.alpha_ == every.alpha_
+    # To the rounding of a penalty of 6e-9 (dual weights near 3e8), the
+    # factorisations of 600 and of 194 rows.
+    X_test = np.random.RandomState(1).uniform(-2, 2, size=(50, 4))
+    np.testing.assert_allclose(
+        distinct.predict(X_test), every.predict(X_test), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_repeated_rows_with_a_zero_weight_keep_the_held_out_route():
+    # A row of zero weight has no leave-one-out residual to score: the
+    # distinct rows' exact fit is not taken (held-out rounds are).
+    X, y, weight = _repeated_rows(190, 600)
+    weight[0] = 0.0
+    with config_context(memory_budget=DISTINCT_BUDGET), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = DoFKernelRidgeCV(kernel="rbf", gamma=5.0, random_state=0)
+        model.fit(X, y, weight)
+    assert not model.nystroem_.exact_
