@@ -62,7 +62,7 @@ def group_rows(X, y, sample_weight=None):
     y : ndarray of shape (n_samples,) or (n_samples, n_targets)
         Targets.
     sample_weight : ndarray of shape (n_samples,), default=None
-        Positive weights (None: ones).
+        Non-negative weights (None: ones).
 
     Returns
     -------
@@ -89,7 +89,9 @@ def group_rows(X, y, sample_weight=None):
     Y = np.asarray(y, dtype=np.float64).reshape(n_samples, -1)
     sums = np.zeros((first.shape[0], Y.shape[1]))
     np.add.at(sums, inverse, row_weight[:, None] * Y)
-    return RowGroups(first, inverse, weight, sums / weight[:, None], row_weight, y)
+    # A group of zero weight takes no part in the fit: its mean is 0.
+    mean = sums / np.where(weight > 0, weight, 1.0)[:, None]
+    return RowGroups(first, inverse, weight, mean, row_weight, y)
 
 
 def grouped_targets(groups, y):

@@ -209,6 +209,28 @@ class _DoFRidgeMixin(DoFKernelMixin):
         self._n_refine_passes = 0
         self._refined = True
 
+    def _distinct_groups(self, X, y, sample_weight, kernel):
+        """The :class:`~sklearn_dof._duplicates.RowGroups` of ``X`` where
+        exact kernel ridge on its distinct rows may replace an automatic
+        rank stopped at its default cap: float64 NumPy features (not a
+        precomputed kernel), a ``kernel`` PSD by construction, repeated
+        rows, and a ``K`` of the distinct rows that fits the memory budget;
+        else None."""
+        if not (
+            isinstance(self.n_components, str)
+            and self.n_components == "auto"
+            and self.max_components is None
+            and isinstance(X, np.ndarray)
+            and X.dtype == np.float64
+            and not (isinstance(self.kernel, str) and self.kernel == "precomputed")
+            and is_always_psd(kernel)
+        ):
+            return None
+        groups = group_rows(X, y, sample_weight)
+        if groups is None or not _memory.fits_exact(groups.first.shape[0]):
+            return None
+        return groups
+
     def _set_coef(self, W, problem, y, features):
         """``dual_coef_``, ``intercept_`` (and ``coef_``) from the solution
         ``W`` in the basis of the feature blocks."""
@@ -735,7 +757,11 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 X, self.alpha, request, dof_tol=self.tol, loss_tol=self.loss_tol
             )
         if held_cap is not None and self.nystroem_.requested_components_ is not None:
-            self._fit_held_out(X, y, sample_weight, [self.alpha], self.alpha, held_cap)
+            del features
+            if not self._fit_distinct_rows(X, y, sample_weight):
+                self._fit_held_out(
+                    X, y, sample_weight, [self.alpha], self.alpha, held_cap
+                )
             return self
         if isinstance(features, EveryRow):
             solved = self._exact_solution(
@@ -752,6 +778,38 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         W, problem, features = solved
         self._set_coef(W, problem, y, features)
         return self
+
+    def _fit_distinct_rows(self, X, y, sample_weight):
+        """Exact kernel ridge on the distinct rows of ``X``
+        (:mod:`~sklearn_dof._duplicates`), where the automatic rank stopped
+        at its cap uncertified and ``K`` of the distinct rows fits the
+        memory budget: kernel ridge on every row, each group of equal rows
+        one row of their total weight and weighted mean target.  Returns
+        whether it fitted; ``nystroem_``'s landmarks are then each group's
+        first row."""
+        groups = self._distinct_groups(X, y, sample_weight, self.kernel)
+        if groups is None:
+            return False
+        nystroem, solved = self._new_fitted_nystroem(
+            X[groups.first],
+            self.alpha,
+            FitRequest(exact_solve=True),
+            dof_tol=self.tol,
+            n_components=groups.first.shape[0],
+            sampling="uniform",
+        )
+        if not isinstance(solved, EveryRow):
+            return False
+        targets = grouped_targets(groups, y)
+        solved = self._exact_solution(
+            nystroem, solved.gram, targets, groups.weight, self.alpha
+        )
+        if solved is None:
+            return False
+        nystroem.component_indices_ = groups.first[nystroem.component_indices_]
+        self.nystroem_, self.n_components_ = nystroem, nystroem.n_components_
+        self._set_exact(*solved[:2], y)
+        return True
 
     def _solve_by_cg(self, X, features, y, sample_weight):
         """``(W, problem, features)`` from :class:`NystroemPCGRidgeProblem` where
@@ -1327,27 +1385,17 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     def _row_groups(self, X, y, sample_weight):
         """The :class:`~sklearn_dof._duplicates.RowGroups` of ``X`` where
         exact kernel ridge on its distinct rows may replace the automatic
-        rank past its cap: the exact route's options, float64 NumPy
-        features (not a precomputed kernel) and positive weights, a kernel
-        PSD by construction, repeated rows, and a ``K`` of the distinct rows
-        that fits the memory budget; else None."""
+        rank past its cap (:meth:`_DoFRidgeMixin._distinct_groups`), with
+        the exact route's options and positive weights (each row's
+        leave-one-out residual scores it); else None."""
         if not (
-            self.n_components == "auto"
-            and self.max_components is None
-            and self.cv is None
+            self.cv is None
             and not self.store_cv_results
             and self.criterion == "loo"
-            and isinstance(X, np.ndarray)
-            and X.dtype == np.float64
-            and not (isinstance(self.kernel, str) and self.kernel == "precomputed")
-            and is_always_psd(self.kernel_)
             and (sample_weight is None or np.all(sample_weight > 0))
         ):
             return None
-        groups = group_rows(X, y, sample_weight)
-        if groups is None or not _memory.fits_exact(groups.first.shape[0]):
-            return None
-        return groups
+        return self._distinct_groups(X, y, sample_weight, self.kernel_)
 
     def _fit_distinct_rows(self, X, y, sample_weight, alphas, learned):
         """Exact kernel ridge on the distinct rows of ``X``

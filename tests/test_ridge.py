@@ -1467,3 +1467,29 @@ def test_repeated_rows_with_a_zero_weight_keep_the_held_out_route():
         model = DoFKernelRidgeCV(kernel="rbf", gamma=5.0, random_state=0)
         model.fit(X, y, weight)
     assert not model.nystroem_.exact_
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_repeated_rows_past_the_cap_fit_exact_kernel_ridge_at_the_penalty_given(
+    weighted,
+):
+    # DoFKernelRidge's automatic rank past its cap: exact kernel ridge on
+    # the distinct rows, the fit of exact kernel ridge on every row; a row
+    # of zero weight (a group of its own here) takes no part.
+    X, y, weight = _repeated_rows(190, 600)
+    weight = weight if weighted else None
+    if weighted:
+        X[0] += 10.0
+        weight[0] = 0.0
+    params = dict(kernel="rbf", gamma=5.0, alpha=0.05, random_state=0)
+    with config_context(memory_budget=DISTINCT_BUDGET):
+        distinct = DoFKernelRidge(**params).fit(X, y, weight)
+    n_distinct = np.unique(X, axis=0).shape[0]
+    assert distinct.nystroem_.exact_ and distinct.n_components_ == n_distinct
+    with config_context(memory_budget=8 * 5 * 2000**2):
+        every = DoFKernelRidge(**params).fit(X, y, weight)
+    assert every.nystroem_.exact_ and every.n_components_ == 600
+    X_test = np.random.RandomState(1).uniform(-2, 2, size=(50, 2))
+    np.testing.assert_allclose(
+        distinct.predict(X_test), every.predict(X_test), rtol=1e-8, atol=1e-10
+    )
