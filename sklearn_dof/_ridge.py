@@ -537,7 +537,12 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         :ref:`large_ranks`).  With ``max_components=None`` the held-out
         rounds take over where the default cap stops the factor's, up to
         the largest conjugate-gradient fit the budget holds (``24 p^2``
-        bytes).
+        bytes); but where the rows repeat and ``K`` of the distinct ones
+        fits the budget (float64 NumPy data, a kernel PSD by
+        construction), exact kernel ridge on the distinct rows does,
+        each group of equal rows one row of their total weight and
+        weighted mean target: the fit on every row at ``O(m^3)`` for ``m``
+        distinct rows.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept (features and targets are centred by
         their weighted means, as in :class:`~sklearn.linear_model.Ridge`).
@@ -970,7 +975,12 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         once when ``max_components`` is above the default cap, else where
         the default cap stops the factor's rounds,
         up to the largest conjugate-gradient fit the budget holds (see
-        :class:`DoFKernelRidge` and :ref:`large_ranks`).
+        :class:`DoFKernelRidge` and :ref:`large_ranks`).  There, where the
+        rows repeat, weigh more than zero each and ``K`` of the distinct
+        ones fits the budget, exact kernel ridge on the distinct rows takes
+        over instead: the fit of every row, its penalty (and the learned
+        length scales' check) chosen by each row's own exact leave-one-out
+        error, as on the exact route.
     fit_intercept : bool, default=True
         Fit an unpenalised intercept.  Leave-one-out refits it without the
         left-out point, exactly.

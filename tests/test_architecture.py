@@ -29,6 +29,7 @@ LAYERS = [
             "_cg",
             "_pcg_operator",
             "_loo",
+            "_duplicates",
             "_penalty_walk",
             "_progress",
         ],
