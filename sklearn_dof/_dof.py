@@ -227,6 +227,29 @@ def uniform_landmark_dof(gram, alpha, n_samples):
     return d_max, d_eff, d_ave
 
 
+def repeated_rows_dof(gram, counts, alpha):
+    """``(d_max, d_eff, d_ave)`` of rows that repeat, exactly, from the
+    kernel matrix of the distinct ones.
+
+    Row ``g`` of ``gram`` stands for ``c_g = counts[g]`` equal rows: the
+    rows' kernel matrix is ``P K P^T`` (``P`` the ``n x m`` indicator), whose
+    nonzero spectrum is that of ``A = C^{1/2} K C^{1/2}``, ``C = diag(c)``.
+    So ``d_eff`` and ``d_ave`` are ``A``'s traces, and each of the ``c_g``
+    rows of group ``g`` has the ridge leverage score
+    ``[A (A + alpha I)^{-1}]_gg / c_g`` (:func:`_shrinkage_traces`, ``m^3``
+    flops).  None when ``A + alpha I`` has no Cholesky factor.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    root = np.sqrt(counts)
+    traces = _shrinkage_traces(root[:, None] * np.asarray(gram) * root, alpha)
+    if traces is None:
+        return None
+    d_eff, d_ave, diag = traces
+    scores = np.clip(1.0 - alpha * diag, 0.0, 1.0) / counts
+    d_max = max(float(counts.sum()) * float(scores.max(initial=0.0)), d_eff)
+    return d_max, d_eff, d_ave
+
+
 def leverage_score_bounds(G, pivots, residual, alpha):
     """Bounds and estimate of the ridge leverage scores from a Nystroem factor.
 

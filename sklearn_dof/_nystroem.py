@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _array_api, _dask, _linalg, _memory, _parallel, _tiles
 from ._blocks import FeatureBlocks, kernel_product, one_blas_thread
-from ._dof import landmark_row_dof, uniform_landmark_dof
+from ._dof import landmark_row_dof, repeated_rows_dof, uniform_landmark_dof
 from ._kernel_objects import is_kernel_object
 from ._kernels import (
     CHUNK_ENTRIES,
@@ -567,6 +567,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.n_components_ = landmarks.shape[0]
         self._n_features_out = self.n_components_
         self._n_training_rows = access.n_samples
+        self._row_counts = None
 
     def _selection_dof(self, access, X, selection, block):
         """``(d_max, d_eff, d_ave, columns)`` of the fit, or None where it
@@ -801,8 +802,21 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
     averaged_dof_ = property(lambda self: self._dof_estimate()[2])
     dof_columns_ = property(lambda self: self._dof_estimate()[3])
 
+    def _stand_for_repeated_rows(self, counts):
+        """The landmarks, every row of a fit on distinct rows, stand for
+        rows repeated ``counts`` times: ``dof_`` and the others become
+        those rows' (:func:`~sklearn_dof._dof.repeated_rows_dof`, exact, on
+        first read)."""
+        self._row_counts = np.asarray(counts)
+        self._n_training_rows = int(self._row_counts.sum())
+        self._dof = None
+
     def _dof_estimate(self):
         check_is_fitted(self, "n_components_")
+        counts = getattr(self, "_row_counts", None)
+        if self._dof is None and counts is not None:
+            dof = repeated_rows_dof(self._landmark_gram(), counts, self.alpha_)
+            self._dof = (*dof, self.n_components_) if dof is not None else None
         if self._dof is None:
             # Deferred at fit only for uniform landmarks at a fixed rank in
             # the kernel basis, and those a log-loss's certified rank keeps

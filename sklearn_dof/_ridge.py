@@ -811,7 +811,7 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         )
         if solved is None:
             return False
-        nystroem.component_indices_ = groups.first[nystroem.component_indices_]
+        _stand_for_rows(nystroem, groups)
         self.nystroem_, self.n_components_ = nystroem, nystroem.n_components_
         self._set_exact(*solved[:2], y)
         return True
@@ -851,6 +851,16 @@ def _deferred_cap_warning(held_cap):
             "ignore", message="n_components='auto' stopped at", category=UserWarning
         )
         yield
+
+
+def _stand_for_rows(nystroem, groups):
+    """A transformer fitted on the distinct rows of ``groups``, every one a
+    landmark, made to stand for all the rows: its landmarks as rows of
+    ``X`` (each group's first), its degrees of freedom those of the rows
+    with their repeats."""
+    distinct = nystroem.component_indices_
+    nystroem._stand_for_repeated_rows(np.bincount(groups.inverse)[distinct])
+    nystroem.component_indices_ = groups.first[distinct]
 
 
 def _smaller_error(candidate, best):
@@ -1447,10 +1457,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._adopt_exact(
             distinct, targets, groups.weight, alphas, nystroem, best, learned, groups
         )
-        # The landmarks as rows of X, as on the other routes.
-        self.nystroem_.component_indices_ = groups.first[
-            self.nystroem_.component_indices_
-        ]
+        _stand_for_rows(self.nystroem_, groups)
         return True
 
     def _check_search_options(self, X):
@@ -1762,10 +1769,18 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return False
         if incumbent is None:
             return True
-        if incumbent[2] is None and self.scoring is None:
-            # Against the low-rank fit (minus a mean squared error).
-            return candidate[0] > incumbent[0] * (1.0 - self.loss_tol)
+        if incumbent[2] is None:
+            return self._beats_by_margin(candidate[0], incumbent[0])
         return candidate[0] > incumbent[0]  # the first of tied maxima
+
+    def _beats_by_margin(self, score, kept):
+        """Whether a score beats the one ``kept`` by ``loss_tol`` of its
+        mean squared error (minus which the score is, with
+        ``scoring=None``), not a rounding's worth; with a scorer, by any
+        margin."""
+        if self.scoring is None:
+            return score > kept * (1.0 - self.loss_tol)
+        return score > kept
 
     def _adopt_exact(
         self, X, y, sample_weight, alphas, nystroem, best, learned, groups=None
@@ -1775,10 +1790,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         length scales of ``kernel_`` were learned (``learned``, the penalty
         learned with them, not None) on fewer rows than the fit's.
         ``groups``: as :meth:`_exact_search`'s, ``X`` the distinct rows."""
+        rows = (
+            _positive_rows(X, sample_weight)
+            if groups is None
+            else np.count_nonzero(groups.row_weight > 0)
+        )
         if (
             learned is not None
             and free_length_scale(self.kernel_)
-            and _positive_rows(X, sample_weight) > self.kernel_subsample
+            and rows > self.kernel_subsample
         ):
             nystroem, best = self._walk_length_scales(
                 X, y, sample_weight, alphas, nystroem, best, groups
@@ -1829,14 +1849,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
         def better(candidate, incumbent):
             # As the exact probe's fits against a low-rank one: a step must
-            # buy loss_tol of the leave-one-out error (of its mean squared
-            # error with scoring=None), not a rounding's worth.
-            if candidate is None:
-                return False
-            score, kept = candidate[0][0], incumbent[0][0]
-            if self.scoring is None:
-                return score > kept * (1.0 - self.loss_tol)
-            return score > kept
+            # buy loss_tol of the leave-one-out error.
+            return candidate is not None and self._beats_by_margin(
+                candidate[0][0], incumbent[0][0]
+            )
 
         down = LENGTH_SCALE_STEP ** -np.arange(1.0, LENGTH_SCALE_STEPS + 1)
         kept, moved = climb(fit, down, (best, nystroem, 1.0), better)

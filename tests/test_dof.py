@@ -178,3 +178,18 @@ def test_d_eff_rounds_without_row_scores(monkeypatch):
         assert model.effective_dof_ == pytest.approx(
             reference.effective_dof_, rel=1e-12
         )
+
+
+def test_repeated_rows_dof_is_that_of_every_row():
+    rng = np.random.RandomState(0)
+    distinct = rng.randn(30, 3)
+    counts = rng.randint(1, 5, 30)
+    rows = np.repeat(distinct, counts, axis=0)
+    for alpha in (1e-3, 0.1, 10.0):
+        exact = degrees_of_freedom(rbf_kernel(rows, gamma=0.5), alpha)
+        d_max, d_eff, d_ave = _dof.repeated_rows_dof(
+            rbf_kernel(distinct, gamma=0.5), counts, alpha
+        )
+        assert d_max == pytest.approx(exact.d_max, rel=1e-9)
+        assert d_eff == pytest.approx(exact.d_eff, rel=1e-9)
+        assert d_ave == pytest.approx(exact.d_ave, rel=1e-9)

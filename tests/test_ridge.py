@@ -23,6 +23,7 @@ from sklearn_dof import (
     _ridge_solve,
     _tiles,
     config_context,
+    degrees_of_freedom,
 )
 from sklearn_dof._ridge import DoFKernelRidge, DoFKernelRidgeCV
 
@@ -1493,3 +1494,42 @@ def test_repeated_rows_past_the_cap_fit_exact_kernel_ridge_at_the_penalty_given(
     np.testing.assert_allclose(
         distinct.predict(X_test), every.predict(X_test), rtol=1e-8, atol=1e-10
     )
+
+
+def test_repeated_rows_walk_length_scales_where_rows_outnumber_the_subsample():
+    # 200 distinct rows, 600 rows, the kernel learned on 250: the rows, not
+    # the distinct ones, outnumber the subsample, so the length scales are
+    # walked as on every row.
+    rng = np.random.RandomState(0)
+    distinct = rng.uniform(-2, 2, size=(200, 4))
+    X = distinct[np.r_[np.repeat(np.arange(10), 41), np.arange(10, 200)]]
+    y = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3]
+    y += 0.01 * rng.randn(600)
+    params = dict(kernel_subsample=250, random_state=0)
+    with config_context(memory_budget=DISTINCT_BUDGET):
+        grouped = DoFKernelRidgeCV(**params).fit(X, y)
+    with config_context(memory_budget=8 * 5 * 2000**2):
+        every = DoFKernelRidgeCV(**params).fit(X, y)
+    assert grouped.n_components_ == 200 and every.n_components_ == 600
+    np.testing.assert_allclose(
+        grouped.kernel_.length_scale, every.kernel_.length_scale, rtol=1e-12
+    )
+    assert grouped.best_score_ == pytest.approx(every.best_score_, rel=1e-8)
+
+
+@pytest.mark.parametrize("estimator", [DoFKernelRidge, DoFKernelRidgeCV])
+def test_repeated_rows_report_the_degrees_of_freedom_of_every_row(estimator):
+    # The fit on the distinct rows reports d_max, d_eff and d_ave of the
+    # kernel matrix of all the rows, repeats included, at the transformer's
+    # penalty.
+    X, y, _ = _repeated_rows(190, 600)
+    params = dict(kernel="rbf", gamma=5.0, random_state=0)
+    if estimator is DoFKernelRidge:
+        params["alpha"] = 0.05
+    with config_context(memory_budget=DISTINCT_BUDGET):
+        model = estimator(**params).fit(X, y)
+    assert model.n_components_ < 600
+    exact = degrees_of_freedom(rbf_kernel(X, gamma=5.0), model.nystroem_.alpha_)
+    assert model.dof_ == pytest.approx(exact.d_max, rel=1e-8)
+    assert model.effective_dof_ == pytest.approx(exact.d_eff, rel=1e-8)
+    assert model.nystroem_.averaged_dof_ == pytest.approx(exact.d_ave, rel=1e-8)
