@@ -181,20 +181,25 @@ def landmark_row_dof(landmark_scores, spectrum, alpha, n_samples):
     return d_max, d_eff, float((shrink**2).sum())
 
 
-def _shrinkage_traces(A, alpha):
+def _shrinkage_traces(A, alpha, overwrite_a=False):
     """``(tr S, ||S||_F^2, diag H)`` of the shrinkage ``S = A (A + alpha I)^-1``
     of a symmetric positive semi-definite ``A``, by Cholesky, without its
     eigendecomposition; None when ``A + alpha I`` has no Cholesky factor.
 
     With ``H = (A + alpha I)^{-1}``, ``S = I - alpha H``: ``tr S = p - alpha
     tr H`` and ``||S||_F^2 = p - 2 alpha tr H + alpha^2 ||H||_F^2``, one
-    factorisation and one triangular inverse, ``p^3`` flops.
+    factorisation and one triangular inverse, ``p^3`` flops.  With
+    ``overwrite_a``, a Fortran-ordered ``A`` is factored in place (its lower
+    triangle read), with no second ``p x p`` array.
     """
     p = A.shape[0]
-    # One p x p array, in the Fortran order LAPACK factors in place.
-    B = np.empty((p, p), order="F")
-    np.add(A, A.T, out=B)
-    B *= 0.5
+    if overwrite_a and A.flags.f_contiguous:
+        B = A
+    else:
+        # One p x p array, in the Fortran order LAPACK factors in place.
+        B = np.empty((p, p), order="F")
+        np.add(A, A.T, out=B)
+        B *= 0.5
     B[np.diag_indices(p)] += alpha
     factor, info = _tiles.potrf(B, lower=True, overwrite_a=True)
     if info != 0:
@@ -237,11 +242,17 @@ def repeated_rows_dof(gram, counts, alpha):
     So ``d_eff`` and ``d_ave`` are ``A``'s traces, and each of the ``c_g``
     rows of group ``g`` has the ridge leverage score
     ``[A (A + alpha I)^{-1}]_gg / c_g`` (:func:`_shrinkage_traces`, ``m^3``
-    flops).  None when ``A + alpha I`` has no Cholesky factor.
+    flops; ``gram``, float64, is overwritten).  None when ``A + alpha I``
+    has no Cholesky factor.
     """
     counts = np.asarray(counts, dtype=np.float64)
     root = np.sqrt(counts)
-    traces = _shrinkage_traces(root[:, None] * np.asarray(gram) * root, alpha)
+    # K is symmetric: its transpose is the Fortran-ordered array factored in
+    # place, scaled in place (one m x m array, the one given: overwritten).
+    A = gram.T if gram.flags.c_contiguous else np.asfortranarray(gram)
+    A *= root[:, None]
+    A *= root[None, :]
+    traces = _shrinkage_traces(A, alpha, overwrite_a=True)
     if traces is None:
         return None
     d_eff, d_ave, diag = traces
