@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _array_api, _dask, _linalg, _memory, _parallel, _tiles
 from ._blocks import FeatureBlocks, kernel_product, one_blas_thread
 from ._dof import landmark_row_dof, repeated_rows_dof, uniform_landmark_dof
+from ._estimate import estimate_degrees_of_freedom
 from ._kernel_objects import is_kernel_object
 from ._kernels import (
     CHUNK_ENTRIES,
@@ -291,7 +292,11 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         over the data, hence rougher; for uniform landmarks inside
         :class:`~sklearn_dof.DoFKernelRidge`, on first read), as for the
         uniform landmarks that the certified rank of
-        :class:`~sklearn_dof.DoFKernelLogisticRegression` keeps.
+        :class:`~sklearn_dof.DoFKernelLogisticRegression` keeps.  Where
+        every row is a landmark (``exact_``), the doubling estimate run to
+        ``tol`` over the rows on first read (``O(n r^2)``, ``r`` its
+        columns); where the landmarks are the distinct rows of an
+        estimator's fit on repeated rows, exact, of all the rows.
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^{-1}``.
     averaged_dof_ : float
@@ -491,6 +496,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.exact_ = plan.exact
         self._normalization = block.normalization
         self._dof = self._selection_dof(access, X, selection, block)
+        if self._every_row_a_landmark():
+            self._dof = None  # to tolerance, on first read (_deferred_dof)
         return caller_factors(block, selection)
 
     def _select(self, access, X, request, progress):
@@ -813,25 +820,56 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     def _dof_estimate(self):
         check_is_fitted(self, "n_components_")
-        counts = getattr(self, "_row_counts", None)
-        if self._dof is None and counts is not None:
-            dof = repeated_rows_dof(self._landmark_gram(), counts, self.alpha_)
-            self._dof = (*dof, self.n_components_) if dof is not None else None
         if self._dof is None:
-            # Deferred at fit only for uniform landmarks at a fixed rank in
-            # the kernel basis, and those a log-loss's certified rank keeps
-            # (_landmarks.LANDMARK_DOF): from the landmark block, as the fit
-            # has it.
-            self._dof = self._fixed_rank_dof(
-                None,
-                None,
-                None,
-                np.arange(self.n_components_),
-                self._n_training_rows,
-                # (From array-API landmarks: the p x p block on the host.)
-                _array_api.to_host(self._landmark_gram()),
-            )
+            self._dof = self._deferred_dof()
         return self._dof
+
+    def _deferred_dof(self):
+        """``(d_max, d_eff, d_ave, columns)`` on first read.
+
+        Deferred at fit for uniform landmarks at a fixed rank in the kernel
+        basis, and those a log-loss's certified rank keeps
+        (_landmarks.LANDMARK_DOF): from the landmark block, as the fit has
+        it.  Also for fits that end with every row a landmark: the rounds
+        stop their doubling estimate where they jump to every row, short of
+        its tolerance, so it is run to ``tol`` over the rows (the
+        landmarks), or, where they stand for repeated rows
+        (:meth:`_stand_for_repeated_rows`), computed exactly.
+        """
+        counts = getattr(self, "_row_counts", None)
+        if counts is not None:
+            dof = repeated_rows_dof(self._landmark_gram(), counts, self.alpha_)
+            if dof is not None:
+                return (*dof, self.n_components_)
+        elif self._every_row_a_landmark():
+            estimate = estimate_degrees_of_freedom(
+                self.components_,
+                self.alpha_,
+                kernel=self.kernel,
+                kernel_params=self._kernel_params(),
+                tol=self.tol,
+                random_state=self.random_state,
+            )
+            return (estimate.d_max, estimate.d_eff, estimate.d_ave, estimate.n_columns)
+        return self._fixed_rank_dof(
+            None,
+            None,
+            None,
+            np.arange(self.n_components_),
+            self._n_training_rows,
+            # (From array-API landmarks: the p x p block on the host.)
+            _array_api.to_host(self._landmark_gram()),
+        )
+
+    def _every_row_a_landmark(self):
+        """Whether the fit made every training row a landmark (exact kernel
+        ridge) of NumPy rows that ``components_`` holds."""
+        return (
+            getattr(self, "exact_", False)
+            and self.n_components_ == self._n_training_rows
+            and self.kernel != "precomputed"
+            and isinstance(self.components_, np.ndarray)
+        )
 
     def _landmark_gram(self):
         """``K(I, I)`` recomputed from the stored landmarks, as at fit."""
