@@ -1062,6 +1062,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     best_score_ : float
         Score at ``alpha_`` (with ``scoring=None`` and ``cv=None``, minus the
         mean squared leave-one-out error).
+    n_iter_ : int or None
+        Steps of the conjugate gradients of the fit on every row where
+        held-out rounds chose the rank or the penalty (see
+        ``max_components``); None otherwise.
     cv_results_ : ndarray of shape (n_samples, n_alphas) or \
             (n_samples, n_targets, n_alphas)
         With ``store_cv_results=True``: per sample and penalty, ``w_i`` times
@@ -1266,6 +1270,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     def _fit_ridge(self, X, y, sample_weight):
         self._check_search_options(X)
+        self.n_iter_ = None
         namespace = _array_api.dispatch_namespace(X)
         if namespace is not None:
             return self._fit_in_namespace(X, y, sample_weight, namespace)

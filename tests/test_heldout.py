@@ -249,6 +249,10 @@ def test_the_cv_estimator_chooses_its_penalty_on_the_held_out_rows():
     assert -held.best_score_ == pytest.approx(held_out, rel=1e-3)
     mse = [np.mean((m.predict(X_test) - y_test) ** 2) for m in (factor, held)]
     assert mse[1] <= 1.02 * mse[0]
+    # The conjugate gradients' steps of the fit on every row; a refit on
+    # another route has none.
+    assert held.n_iter_ > 0
+    assert held.fit(X[:300], y[:300]).n_iter_ is None
 
 
 def test_an_int_rank_takes_a_held_out_round_where_its_leave_one_out_passes_the_budget():
