@@ -204,12 +204,12 @@ def _shrinkage_traces(A, alpha, overwrite_a=False):
     factor, info = _tiles.potrf(B, lower=True, overwrite_a=True)
     if info != 0:
         return None
-    # The lower triangle of H; the upper one is zero (clean=1).
-    H, info = _tiles.potri(factor, overwrite_c=True)
-    diag = np.diag(H).copy()
+    traces = _tiles.inverse_traces(factor)
+    if traces is None:  # pragma: no cover - the factor has a positive diagonal
+        return None
+    diag, squares = traces  # squares: ||H||_F^2
     trace = p - alpha * float(diag.sum())
-    squares = 2.0 * np.einsum("ij,ij->", H, H) - float(diag @ diag)  # ||H||_F^2
-    frobenius = p - 2 * alpha * float(diag.sum()) + alpha**2 * float(squares)
+    frobenius = p - 2 * alpha * float(diag.sum()) + alpha**2 * squares
     return trace, frobenius, diag
 
 

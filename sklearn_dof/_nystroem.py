@@ -19,7 +19,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _array_api, _dask, _linalg, _memory, _parallel, _tiles
 from ._blocks import FeatureBlocks, kernel_product, one_blas_thread
 from ._dof import landmark_row_dof, repeated_rows_dof, uniform_landmark_dof
-from ._estimate import estimate_degrees_of_freedom
 from ._kernel_objects import is_kernel_object
 from ._kernels import (
     CHUNK_ENTRIES,
@@ -293,10 +292,10 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         :class:`~sklearn_dof.DoFKernelRidge`, on first read), as for the
         uniform landmarks that the certified rank of
         :class:`~sklearn_dof.DoFKernelLogisticRegression` keeps.  Where
-        every row is a landmark (``exact_``), the doubling estimate run to
-        ``tol`` over the rows on first read (``O(n r^2)``, ``r`` its
-        columns); where the landmarks are the distinct rows of an
-        estimator's fit on repeated rows, exact, of all the rows.
+        every row is a landmark (``exact_``), exact, on first read
+        (``n^3`` flops, in the memory of the kernel matrix); so where the
+        landmarks are the distinct rows of an estimator's fit on repeated
+        rows, for all the rows.
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^{-1}``.
     averaged_dof_ : float
@@ -830,27 +829,20 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Deferred at fit for uniform landmarks at a fixed rank in the kernel
         basis, and those a log-loss's certified rank keeps
         (_landmarks.LANDMARK_DOF): from the landmark block, as the fit has
-        it.  Also for fits that end with every row a landmark: the rounds
-        stop their doubling estimate where they jump to every row, short of
-        its tolerance, so it is run to ``tol`` over the rows (the
-        landmarks), or, where they stand for repeated rows
-        (:meth:`_stand_for_repeated_rows`), computed exactly.
+        it.  Also for fits that end with every row a landmark, exactly
+        (:func:`~sklearn_dof._dof.repeated_rows_dof`, ``n^3`` flops in the
+        memory of ``K``): the rounds stop their doubling estimate where
+        they jump to every row, short of its tolerance.  Rows repeated
+        ``counts`` times (:meth:`_stand_for_repeated_rows`) count as many.
         """
         counts = getattr(self, "_row_counts", None)
+        if counts is None and self._every_row_a_landmark():
+            counts = np.ones(self.n_components_)
         if counts is not None:
-            dof = repeated_rows_dof(self._landmark_gram(), counts, self.alpha_)
+            gram = np.asarray(self._landmark_gram(), dtype=np.float64)
+            dof = repeated_rows_dof(gram, counts, self.alpha_)
             if dof is not None:
                 return (*dof, self.n_components_)
-        elif self._every_row_a_landmark():
-            estimate = estimate_degrees_of_freedom(
-                self.components_,
-                self.alpha_,
-                kernel=self.kernel,
-                kernel_params=self._kernel_params(),
-                tol=self.tol,
-                random_state=self.random_state,
-            )
-            return (estimate.d_max, estimate.d_eff, estimate.d_ave, estimate.n_columns)
         return self._fixed_rank_dof(
             None,
             None,

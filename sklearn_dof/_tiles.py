@@ -316,6 +316,35 @@ def potri(factor, overwrite_c=False):
     return _finish(gram(L_inv), lower=True), 0
 
 
+def inverse_traces(factor, tile=None):
+    """``(diag H, ||H||_F^2)`` of ``H = (L L^T)^{-1}`` from a lower
+    Cholesky factor ``L`` (Fortran order), overwritten by ``L^{-1}``; None
+    where ``L`` is singular.
+
+    ``H = L^{-T} L^{-1}``: its diagonal holds the squared norms of the
+    columns of ``L^{-1}``, and its tiles, ``p x`` ``tile`` (default
+    :data:`UPDATE_COLUMNS`) at a time, are summed as they come, with no
+    second ``p x p`` array (``dpotri`` would form ``H``).
+    """
+    tile = UPDATE_COLUMNS if tile is None else tile
+    L_inv, info = lapack.dtrtri(factor, lower=1, overwrite_c=1)
+    if info != 0:
+        return None
+    clear_upper(L_inv)  # LAPACK leaves the other triangle as it was
+    diagonal = np.einsum("ij,ij->j", L_inv, L_inv)
+    squares = 0.0
+    for start, stop in _tile_edges(0, L_inv.shape[0], tile):
+        # H[start:, start:stop]: the rows of L^{-1} above ``start`` are zero
+        # in these columns.  The diagonal tile counts once, the tiles below
+        # it twice (for those above).
+        below = L_inv[start:, start:]
+        block = below.T @ below[:, : stop - start]
+        width = stop - start
+        squares += float(np.einsum("ij,ij->", block[:width], block[:width]))
+        squares += 2.0 * float(np.einsum("ij,ij->", block[width:], block[width:]))
+    return diagonal, squares
+
+
 @contextlib.contextmanager
 def one_blas_thread_above(order):
     """Run the block on one BLAS thread if ``order`` exceeds the tile order.

@@ -259,3 +259,16 @@ def test_times_upper_is_the_product_with_a_triangular_matrix(k, dtype):
     _tiles.times_upper(A, U, out=out[50:350])
     np.testing.assert_allclose(out[50:350], expected, rtol=rtol, atol=rtol * np.sqrt(k))
     assert np.isnan(out[:50]).all() and np.isnan(out[350:]).all()
+
+
+@pytest.mark.parametrize("tile", [64, 100, 1000])
+def test_inverse_traces_are_those_of_the_inverse(tile):
+    # Tiles that divide the order, that do not, and one tile for all.
+    rng = np.random.RandomState(0)
+    M = rng.randn(300, 330)
+    A = M @ M.T / 330 + 1e-3 * np.eye(300)
+    H = np.linalg.inv(A)
+    factor = np.asfortranarray(np.linalg.cholesky(A))
+    diagonal, squares = _tiles.inverse_traces(factor, tile=tile)
+    np.testing.assert_allclose(diagonal, np.diag(H), rtol=1e-9)
+    assert squares == pytest.approx(np.sum(H**2), rel=1e-9)
