@@ -210,7 +210,10 @@ def _shrinkage_traces(A, alpha, overwrite_a=False):
     diag, squares = traces  # squares: ||H||_F^2
     trace = p - alpha * float(diag.sum())
     frobenius = p - 2 * alpha * float(diag.sum()) + alpha**2 * squares
-    return trace, frobenius, diag
+    # Both cancel where alpha swamps A: within [0, p] and [0, tr S] as the
+    # eigenvalues' forms are.
+    trace = min(max(trace, 0.0), p)
+    return trace, min(max(frobenius, 0.0), trace), diag
 
 
 def uniform_landmark_dof(gram, alpha, n_samples):

@@ -291,11 +291,12 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         over the data, hence rougher; for uniform landmarks inside
         :class:`~sklearn_dof.DoFKernelRidge`, on first read), as for the
         uniform landmarks that the certified rank of
-        :class:`~sklearn_dof.DoFKernelLogisticRegression` keeps.  Where
-        every row is a landmark (``exact_``), exact, on first read
-        (``n^3`` flops, in the memory of the kernel matrix); so where the
-        landmarks are the distinct rows of an estimator's fit on repeated
-        rows, for all the rows.
+        :class:`~sklearn_dof.DoFKernelLogisticRegression` keeps.  Where an
+        automatic rank of the squared loss makes every row a landmark
+        (``exact_``; not with a precomputed kernel, whose matrix is not
+        kept), exact, on first read (``n^3`` flops, in the memory of the
+        kernel matrix); so where the landmarks are the distinct rows of an
+        estimator's fit on repeated rows, for all the rows.
     effective_dof_ : float
         Estimated degrees of freedom ``d_eff = tr K (K + alpha I)^{-1}``.
     averaged_dof_ : float
@@ -495,8 +496,15 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         self.exact_ = plan.exact
         self._normalization = block.normalization
         self._dof = self._selection_dof(access, X, selection, block)
-        if self._every_row_a_landmark():
-            self._dof = None  # to tolerance, on first read (_deferred_dof)
+        if (
+            isinstance(self.n_components, str)
+            and self.n_components == "auto"
+            and request.objective == "squared"
+            and self._every_row_a_landmark()
+        ):
+            # The rounds' estimate, cut short where they jumped to every
+            # row: exact on first read (_deferred_dof).
+            self._dof = None
         return caller_factors(block, selection)
 
     def _select(self, access, X, request, progress):
@@ -829,11 +837,12 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Deferred at fit for uniform landmarks at a fixed rank in the kernel
         basis, and those a log-loss's certified rank keeps
         (_landmarks.LANDMARK_DOF): from the landmark block, as the fit has
-        it.  Also for fits that end with every row a landmark, exactly
-        (:func:`~sklearn_dof._dof.repeated_rows_dof`, ``n^3`` flops in the
-        memory of ``K``): the rounds stop their doubling estimate where
-        they jump to every row, short of its tolerance.  Rows repeated
-        ``counts`` times (:meth:`_stand_for_repeated_rows`) count as many.
+        it.  Also for an automatic rank of the squared loss that ends with
+        every row a landmark, exactly (:func:`~sklearn_dof._dof.repeated_rows_dof`,
+        ``n^3`` flops in the memory of ``K``): the rounds stop their doubling
+        estimate where they jump to every row, short of its tolerance.  Rows
+        repeated ``counts`` times (:meth:`_stand_for_repeated_rows`) count as
+        many.
         """
         counts = getattr(self, "_row_counts", None)
         if counts is None and self._every_row_a_landmark():
@@ -860,7 +869,7 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
             getattr(self, "exact_", False)
             and self.n_components_ == self._n_training_rows
             and self.kernel != "precomputed"
-            and isinstance(self.components_, np.ndarray)
+            and not _array_api.is_array_api_array(self.components_)
         )
 
     def _landmark_gram(self):

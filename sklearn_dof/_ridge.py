@@ -1083,9 +1083,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
     n_components_ : int
         Number of landmarks ``p``.
     dof_ : float
-        Estimated maximal marginal degrees of freedom at ``min(alphas)``.
+        Estimated maximal marginal degrees of freedom at ``min(alphas)``,
+        or at ``alpha_`` where the fit ends in exact kernel ridge by its
+        exact leave-one-out (``nystroem_.alpha_`` says which).
     effective_dof_ : float
-        Estimated degrees of freedom at ``min(alphas)``.
+        Estimated degrees of freedom, at the same penalty.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)

@@ -193,3 +193,14 @@ def test_repeated_rows_dof_is_that_of_every_row():
         assert d_max == pytest.approx(exact.d_max, rel=1e-9)
         assert d_eff == pytest.approx(exact.d_eff, rel=1e-9)
         assert d_ave == pytest.approx(exact.d_ave, rel=1e-9)
+
+
+def test_repeated_rows_dof_stays_in_range_where_the_penalty_swamps_the_kernel():
+    # tr S and ||S||_F^2 cancel to rounding there: never below zero, and
+    # d_ave never above d_eff.
+    rng = np.random.RandomState(0)
+    K = rbf_kernel(rng.randn(300, 3), gamma=0.5)
+    for alpha in (1e8, 1e10, 1e14):
+        d_max, d_eff, d_ave = _dof.repeated_rows_dof(K.copy(), np.ones(300), alpha)
+        assert 0.0 <= d_ave <= d_eff <= d_max
+    assert min(_dof.repeated_rows_dof(np.zeros((5, 5)), np.ones(5), 1.0)) >= 0.0

@@ -3,7 +3,7 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy import linalg
+from scipy import linalg, sparse
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Matern
@@ -1535,15 +1535,18 @@ def test_repeated_rows_report_the_degrees_of_freedom_of_every_row(estimator):
     assert model.nystroem_.averaged_dof_ == pytest.approx(exact.d_ave, rel=1e-8)
 
 
+@pytest.mark.parametrize("sparse_input", [False, True])
 @pytest.mark.parametrize("alpha", [0.05, 1.0])
-def test_an_exact_fit_reports_its_degrees_of_freedom_to_tolerance(alpha):
+def test_an_exact_fit_reports_its_exact_degrees_of_freedom(alpha, sparse_input):
     # The rounds jump to every row at 128 columns here, where their
     # doubling estimate is still far off (d_eff 309.9 for 167.0 at 0.05).
     rng = np.random.RandomState(0)
     X = rng.uniform(-2, 2, size=(600, 2))
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.randn(600)
-    model = DoFKernelRidge(kernel="rbf", gamma=5.0, alpha=alpha).fit(X, y)
+    data = sparse.csr_matrix(X) if sparse_input else X
+    model = DoFKernelRidge(kernel="rbf", gamma=5.0, alpha=alpha).fit(data, y)
     assert model.nystroem_.exact_ and model.n_components_ == 600
     exact = degrees_of_freedom(rbf_kernel(X, gamma=5.0), alpha)
-    assert model.effective_dof_ == pytest.approx(exact.d_eff, rel=0.1)
-    assert model.dof_ == pytest.approx(exact.d_max, rel=0.1)
+    assert model.effective_dof_ == pytest.approx(exact.d_eff, rel=1e-8)
+    assert model.dof_ == pytest.approx(exact.d_max, rel=1e-8)
+    assert model.nystroem_.averaged_dof_ == pytest.approx(exact.d_ave, rel=1e-8)
