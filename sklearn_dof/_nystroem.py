@@ -864,7 +864,8 @@ class DoFNystroem(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
 
     def _every_row_a_landmark(self):
         """Whether the fit made every training row a landmark (exact kernel
-        ridge) of NumPy rows that ``components_`` holds."""
+        ridge), rows that ``components_`` holds (NumPy or sparse, not a
+        precomputed kernel's)."""
         return (
             getattr(self, "exact_", False)
             and self.n_components_ == self._n_training_rows
