@@ -209,6 +209,25 @@ class _DoFRidgeMixin(DoFKernelMixin):
         self._n_refine_passes = 0
         self._refined = True
 
+    def _every_row_fit(self, X, alpha):
+        """A new transformer with every row of ``X`` a landmark, in a
+        uniform order, and ``[K]`` for an exact fit (consumed by it), or
+        None where ``K`` does not fit the memory budget.  Uniform: the other
+        rules would pivot through all rows (a pivoted Cholesky factor stops
+        at the numerical rank, short of the exact fit) for landmarks whose
+        order does not matter."""
+        nystroem, solved = self._new_fitted_nystroem(
+            X,
+            alpha,
+            FitRequest(exact_solve=True),
+            dof_tol=self.tol,
+            n_components=X.shape[0],
+            sampling="uniform",
+        )
+        if not isinstance(solved, EveryRow):
+            return None
+        return nystroem, [solved.gram]
+
     def _distinct_groups(self, X, y, sample_weight, kernel):
         """The :class:`~sklearn_dof._duplicates.RowGroups` of ``X`` where
         exact kernel ridge on its distinct rows may replace an automatic
@@ -795,19 +814,13 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         groups = self._distinct_groups(X, y, sample_weight, self.kernel)
         if groups is None:
             return False
-        nystroem, solved = self._new_fitted_nystroem(
-            X[groups.first],
-            self.alpha,
-            FitRequest(exact_solve=True),
-            dof_tol=self.tol,
-            n_components=groups.first.shape[0],
-            sampling="uniform",
-        )
-        if not isinstance(solved, EveryRow):
+        fitted = self._every_row_fit(X[groups.first], self.alpha)
+        if fitted is None:
             return False
+        nystroem, (gram,) = fitted
         targets = grouped_targets(groups, y)
         solved = self._exact_solution(
-            nystroem, solved.gram, targets, groups.weight, self.alpha
+            nystroem, gram, targets, groups.weight, self.alpha
         )
         if solved is None:
             return False
@@ -1443,18 +1456,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             f"{X.shape[0]} rows, {distinct.shape[0]} distinct: exact kernel "
             "ridge on the distinct rows"
         )
-        nystroem, solved = self._new_fitted_nystroem(
-            distinct,
-            chosen,
-            FitRequest(exact_solve=True),
-            dof_tol=self.tol,
-            n_components=distinct.shape[0],
-            sampling="uniform",
-        )
-        if not isinstance(solved, EveryRow):
+        fitted = self._every_row_fit(distinct, chosen)
+        if fitted is None:
             return False
-        grams = [solved.gram]
-        del solved  # the search consumes K
+        nystroem, grams = fitted  # the search consumes K from grams
         start = walk_start(alphas, chosen, learned)
         best = self._exact_search(
             nystroem, grams, targets, groups.weight, alphas, start=start, groups=groups
@@ -1836,18 +1841,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 return None  # the climb stops there
             self.kernel_ = scaled_length_scales(learned, factor)
             progress(f"length scales times {factor:.4g}")
-            fitted, solved = self._new_fitted_nystroem(
-                X,
-                best[1],
-                FitRequest(exact_solve=True),
-                dof_tol=self.tol,
-                n_components=n_samples,
-                sampling="uniform",
-            )
-            if not isinstance(solved, EveryRow):
+            every_row = self._every_row_fit(X, best[1])
+            if every_row is None:
                 return None
-            grams = [solved.gram]
-            del solved  # the search consumes K
+            fitted, grams = every_row  # the search consumes K from grams
             grid = alphas if every_penalty else np.array([best[1]])
             found = self._exact_search(
                 fitted, grams, y, sample_weight, grid, groups=groups
@@ -1905,22 +1902,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             or not self._exact_scorable(sample_weight)
         ):
             return False
-        # Every row, in a uniform order: the other rules would pivot through
-        # all n rows (a pivoted Cholesky factor stops at the numerical rank,
-        # short of the exact fit) for landmarks whose order does not matter.
         # The low-rank fit stays in place unless the exact one wins.
-        every_row, solved = self._new_fitted_nystroem(
-            X,
-            self.alpha_,
-            FitRequest(exact_solve=True),
-            dof_tol=self.tol,
-            n_components=X.shape[0],
-            sampling="uniform",
-        )
-        if not isinstance(solved, EveryRow):
+        fitted = self._every_row_fit(X, self.alpha_)
+        if fitted is None:
             return False
-        grams = [solved.gram]
-        del solved  # the search consumes K
+        every_row, grams = fitted  # the search consumes K from grams
         reference = (self.best_score_, self.alpha_)
         best = self._exact_search(every_row, grams, y, sample_weight, alphas, reference)
         if best is None:
