@@ -38,6 +38,7 @@ from sklearn.utils.validation import (
 from . import _array_api, _dask, _memory, _parallel
 from ._base import NYSTROEM_CONSTRAINTS, DoFKernelMixin
 from ._duplicates import group_rows, grouped_targets, row_loo_residuals
+from ._exact_screen import explains_targets, rules_out, sample_sizes
 from ._heldout import (
     NestedRows,
     held_out_cap,
@@ -64,6 +65,7 @@ from ._ridge_solve import (
     NystroemPCGRidgeProblem,
     cv_errors,
     exact_kernel_ridge,
+    exact_loo_sample,
     ridge_problem,
     uses_cg,
     warn_not_converged,
@@ -183,9 +185,7 @@ class _DoFRidgeMixin(DoFKernelMixin):
         leave-one-out residuals with ``loo``, else None; with
         ``complement`` a fourth entry, each row's ``1 - H_ii``), or None
         when ``K + alpha I`` has no Cholesky factor.  Sets nothing."""
-        landmarks = nystroem.component_indices_
-        weights = None if sample_weight is None else sample_weight[landmarks]
-        targets = y.reshape(y.shape[0], -1)[landmarks].astype(np.float64)
+        targets, weights = _landmark_targets(nystroem, y, sample_weight)
         solved = exact_kernel_ridge(
             gram,
             targets,
@@ -851,6 +851,22 @@ class DoFKernelRidge(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         return self._solve_weighted(problem, X, features, y, sample_weight, self.alpha)
 
 
+def _landmark_targets(nystroem, y, sample_weight):
+    """The targets (2-d, float64) and weights of the landmarks of
+    ``nystroem`` (every row), in their order."""
+    landmarks = nystroem.component_indices_
+    weights = None if sample_weight is None else sample_weight[landmarks]
+    return y.reshape(y.shape[0], -1)[landmarks].astype(np.float64), weights
+
+
+def _take_gram(nystroem, grams):
+    """``K`` on the landmarks of ``nystroem`` for an exact fit that
+    consumes it: the one ``grams`` holds, else recomputed (``n^2 d``)."""
+    if grams:
+        return grams.pop()
+    return nystroem._kernel_to_landmarks(nystroem.components_)
+
+
 @contextlib.contextmanager
 def _deferred_cap_warning(held_cap):
     """Silences the cap's warning of the factor rounds where held-out
@@ -1375,13 +1391,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         if self.cv is not None:
             self._search_by_splitter(X, y, sample_weight, alphas)
         else:
-            self._search_by_loo(problem, alphas, y)
+            row_squares = self._search_by_loo(problem, alphas, y)
             # The rank was certified at the penalty low-rank fits prefer;
             # exact kernel ridge may prefer a smaller one.
             if (
                 exact_route
                 and self._uncapped(X)
-                and self._exact_probe(X, y, sample_weight, alphas, learned)
+                and self._exact_probe(X, y, sample_weight, alphas, learned, row_squares)
             ):
                 return self
         self._set_coef(problem.solve(self.alpha_), problem, y, features)
@@ -1581,13 +1597,18 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
 
     def _search_by_loo(self, problem, alphas, y):
         """``alpha_`` and ``best_score_`` by the efficient leave-one-out (or
-        GCV) of ``problem`` over the grid."""
-        scores = self._efficient_cv(problem, alphas, y)
+        GCV) of ``problem`` over the grid.  Returns each row's weighted
+        squared error at ``alpha_``, summed over the targets (None with a
+        scorer), for :meth:`_exact_probe`."""
+        scores, errors = self._efficient_cv(problem, alphas, y)
         # The first of tied maxima; a NaN score (0 / 0 leave-one-out at an
         # interpolating alpha) must never win.
         best = int(np.argmax(np.where(np.isnan(scores), -np.inf, scores)))
         self.alpha_ = float(alphas[best])
         self.best_score_ = float(scores[best])
+        if self.scoring is not None:
+            return None
+        return problem.sw * np.sum(errors[:, :, best] ** 2, axis=1)
 
     def _search_by_splitter(self, X, y, sample_weight, alphas):
         """``alpha_`` and ``best_score_`` by scikit-learn's ``GridSearchCV``
@@ -1657,6 +1678,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         start=None,
         known=None,
         groups=None,
+        reference_rows=None,
     ):
         """Exact kernel ridge on the landmarks of ``nystroem`` (every row) at
         the penalty its exact leave-one-out prefers: ``(score, alpha, dual,
@@ -1680,7 +1702,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         scored first (where the exact curve most often has its minimum) and
         the walk goes up while the score improves; if the smallest does not
         beat the reference, the reference's neighbour is scored, and the
-        walk goes down from it.
+        walk goes down from it.  With ``reference_rows`` too (the low-rank
+        fit's weighted squared leave-one-out errors by row of ``X``), a
+        screen at the penalty just below the reference's may rule every
+        exact fit out first, for one factorisation
+        (:mod:`~sklearn_dof._exact_screen`).
 
         ``grams`` is a list holding ``K`` in the landmarks' order, taken out
         and consumed by the first factorisation (no copy of it is kept
@@ -1717,6 +1743,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # the smallest penalty first, walking up, else the neighbour
             # below the low-rank fit's penalty, walking down.
             below = np.sort(alphas[alphas < reference[1]])
+            if reference_rows is not None and self._screened_out(
+                nystroem, grams, y, sample_weight, below, reference_rows, progress
+            ):
+                return None
             best, moved = climb(fit, below, (*reference, None, None), better)
             if not moved:
                 best, _ = climb(fit, below[-1:0:-1], best, better)
@@ -1740,11 +1770,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         (consumed); else the one ``grams`` holds, else ``K`` recomputed.
         With ``groups``, scored on the rows (:mod:`~sklearn_dof._duplicates`)."""
         if block is None:
-            block = (
-                grams.pop()
-                if grams
-                else nystroem._kernel_to_landmarks(nystroem.components_)
-            )
+            block = _take_gram(nystroem, grams)
         solved = self._exact_solution(
             nystroem,
             block,
@@ -1772,6 +1798,49 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         # A NaN score never wins.
         score = -np.inf if np.isnan(score) else score
         return (score, float(alpha), dual, intercept)
+
+    def _screened_out(
+        self, nystroem, grams, y, sample_weight, below, reference_rows, progress
+    ):
+        """Whether a sample of exact kernel ridge's leave-one-out errors at
+        the largest penalty of ``below``
+        (:func:`~sklearn_dof._ridge_solve.exact_loo_sample`, on the last of
+        the landmarks, in a uniform order) rules out the exact fits at every
+        penalty of ``below`` against the low-rank fit's ``reference_rows``
+        (:func:`~sklearn_dof._exact_screen.rules_out`), where the low-rank fit
+        explains the targets
+        (:func:`~sklearn_dof._exact_screen.explains_targets`).  Consumes
+        ``K`` where it screens."""
+        order = nystroem.component_indices_
+        n = order.shape[0]
+        rows, slope_rows = sample_sizes(n, lower=below.shape[0] > 1)
+        targets, weights = _landmark_targets(nystroem, y, sample_weight)
+        if not explains_targets(
+            reference_rows, targets, weights, self.loss_tol, self.fit_intercept
+        ):
+            return False
+        alpha = float(below[-1])
+        sampled = exact_loo_sample(
+            _take_gram(nystroem, grams),
+            targets,
+            weights,
+            alpha,
+            self.fit_intercept,
+            rows,
+            slope_rows,
+        )
+        if sampled is None:
+            return False
+        squares, slopes = sampled
+        paired = reference_rows[order[n - rows :]]
+        ruled_out, value_z, slope_z = rules_out(squares, paired, slopes, self.loss_tol)
+        progress(
+            f"exact kernel ridge at penalty {alpha:.4g}, sampled on {rows} rows: "
+            f"leave-one-out {np.sum(squares) / np.sum(paired):.4g} times the "
+            f"low-rank fit's (z = {value_z:.3g}), slope z = {slope_z:.3g}: "
+            + ("every exact fit below ruled out" if ruled_out else "not ruled out")
+        )
+        return ruled_out
 
     def _exact_better(self, candidate, incumbent):
         """Whether an exact fit (:meth:`_exact_fit_scored`) beats the
@@ -1885,11 +1954,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         self._set_exact(dual, intercept, y)
         self.nystroem_.alpha_ = self.alpha_
 
-    def _exact_probe(self, X, y, sample_weight, alphas, learned=None):
+    def _exact_probe(self, X, y, sample_weight, alphas, learned=None, row_squares=None):
         """After a low-rank fit whose kernel matrix fits the exact budget:
         exact kernel ridge at smaller penalties of the grid, kept if its
         exact leave-one-out beats the low-rank fit's by ``loss_tol``
         (:meth:`_exact_search`); else the low-rank fit stays as it was.
+        ``row_squares``: the low-rank fit's weighted squared leave-one-out
+        errors by row, which the search's screen pairs with a sample of
+        the exact ones (None: no screen).
         Only for the kernels that are positive semi-definite by construction,
         whose ``K + alpha I`` the exact fit factors (the others would take
         the pseudo-inverse route of ``n`` landmarks, ``O(n^3)`` for nothing).
@@ -1908,7 +1980,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return False
         every_row, grams = fitted  # the search consumes K from grams
         reference = (self.best_score_, self.alpha_)
-        best = self._exact_search(every_row, grams, y, sample_weight, alphas, reference)
+        best = self._exact_search(
+            every_row,
+            grams,
+            y,
+            sample_weight,
+            alphas,
+            reference,
+            reference_rows=row_squares,
+        )
         if best is None:
             return False
         self._adopt_exact(X, y, sample_weight, alphas, every_row, best, learned)
@@ -1928,7 +2008,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         return float(scorer(_PredictionsAsInput(), predictions, y[order]))
 
     def _efficient_cv(self, problem, alphas, y):
-        """Score every penalty from one eigendecomposition; O(n p) each.
+        """Score every penalty from one eigendecomposition; O(n p) each:
+        ``(scores, errors)``, the errors of shape ``(n, n_targets,
+        n_alphas)``.
 
         The per-sample leave-one-out (or GCV) errors of all penalties come
         from one more pass over the feature blocks.
@@ -1955,4 +2037,4 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                     results[:, :, i] = predictions.reshape(n_samples, -1)
         if self.store_cv_results:
             self.cv_results_ = results[:, 0] if y.ndim == 1 else results
-        return scores
+        return scores, errors

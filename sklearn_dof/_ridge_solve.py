@@ -597,6 +597,33 @@ def exact_kernel_ridge(
     The whole is None when ``M`` has no Cholesky factor (``K`` not PSD, or
     its rounding above ``alpha``).
     """
+    solved = _exact_factor_solve(gram, y, sample_weight, alpha, fit_intercept)
+    if solved is None:
+        return None
+    factor, solution, v, ones, root, dual, intercept = solved
+    if not loo:
+        return dual, intercept
+    # Q r y is ``solution`` (M^{-1} r (y - b) with b eliminated); Q_ii from
+    # the inverse factor, computed in place of the factor (no longer needed).
+    L_inv, info = lapack.dtrtri(factor[0], lower=1, overwrite_c=1)
+    if info != 0:  # pragma: no cover - the factor has a positive diagonal
+        return None
+    Q_diagonal = _centred_diagonal(L_inv, v, ones)
+    residuals = solution / Q_diagonal[:, None]
+    if root is not None:
+        # Rows of zero weight take no part; their residual is undefined.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            residuals = residuals / root[:, None]
+    if complement:
+        return dual, intercept, residuals, alpha * Q_diagonal
+    return dual, intercept, residuals
+
+
+def _exact_factor_solve(gram, y, sample_weight, alpha, fit_intercept):
+    """The Cholesky factor of ``M`` (:func:`exact_kernel_ridge`, in the
+    memory of ``gram``) and the solves on it: ``(factor, solution, v, ones,
+    root, dual, intercept)``, ``solution = Q r y`` and ``v = M^{-1} r`` (None
+    without intercept), or None when ``M`` has no Cholesky factor."""
     n, k = y.shape
     # K is symmetric: its transpose is the Fortran-ordered array LAPACK
     # factors in place, without a copy.
@@ -617,27 +644,104 @@ def exact_kernel_ridge(
         rhs = np.column_stack([rhs, ones])
     solution = linalg.cho_solve(factor, rhs, check_finite=False)
     intercept = np.zeros(k)
+    v = None
     if fit_intercept:
         u, v = solution[:, :k], solution[:, k]
         intercept = (ones @ u) / (ones @ v)
         solution = u - np.outer(v, intercept)
     dual = solution if root is None else root[:, None] * solution
-    if not loo:
-        return dual, intercept
-    # Q r y is ``solution`` (M^{-1} r (y - b) with b eliminated); Q_ii from
-    # the inverse factor, computed in place of the factor (no longer needed).
-    L_inv, info = lapack.dtrtri(factor[0], lower=1, overwrite_c=1)
+    return factor, solution, v, ones, root, dual, intercept
+
+
+def _centred_diagonal(L_inv, v, ones, rows=None):
+    """``Q_ii`` from the inverse ``L_inv`` of a Cholesky factor of ``M``
+    (lower; the other triangle is cleared here): the squared norms of its
+    columns, less the intercept's ``v_i^2 / r^T v`` (``rows``: the indices
+    of ``v`` the columns stand for, default all)."""
+    _tiles.clear_upper(L_inv)  # LAPACK leaves the other triangle as it was
+    diagonal = np.einsum("ij,ij->j", L_inv, L_inv)
+    if v is not None:
+        v_rows = v if rows is None else v[rows]
+        diagonal -= v_rows * v_rows / (ones @ v)
+    return diagonal
+
+
+def exact_loo_sample(gram, y, sample_weight, alpha, fit_intercept, rows, slope_rows):
+    """Exact kernel ridge's leave-one-out errors on its last rows only, and
+    their slope in the penalty on fewer.
+
+    The fit is :func:`exact_kernel_ridge`'s (one Cholesky factorisation of
+    ``M``, ``n^3 / 3`` flops), but the leave-one-out errors are read for the
+    last ``rows`` rows alone: for a lower factor ``L`` of ``M``, the inverse
+    of ``M`` restricted to its trailing rows is ``L_22^{-T} L_22^{-1}``,
+    with ``L_22`` the factor's trailing block, so their ``Q_ii`` cost
+    ``rows^3 / 3`` flops where every row's cost ``n^3 / 3``.  With rows in
+    a uniform order they are a uniform sample of the rows.
+
+    The slope: ``Q`` (``M^{-1}``, centred with an intercept) moves with the
+    penalty as ``dQ / dalpha = -Q^2``, so the fit's residuals ``s = Q r y``
+    as ``-Q s`` and ``Q_ii`` as ``-||Q e_i||^2``; the columns ``Q e_i`` of
+    the last ``slope_rows`` rows cost ``n^2`` flops each.
+
+    Parameters
+    ----------
+    gram, y, sample_weight, alpha, fit_intercept :
+        As :func:`exact_kernel_ridge` (``gram`` overwritten).
+    rows : int
+        How many of the last rows are scored, at most ``n``.
+    slope_rows : int
+        How many of the last rows get a slope, at most ``rows``.
+
+    Returns
+    -------
+    squares : ndarray of shape (rows,)
+        Each row's weighted squared leave-one-out error, summed over the
+        targets (its term of ``n_targets * n`` times the mean squared
+        error).
+    slopes : ndarray of shape (slope_rows,)
+        The derivatives of the last ``slope_rows`` of ``squares`` in ``log
+        alpha``.
+
+    The whole is None when ``M`` has no Cholesky factor.
+    """
+    solved = _exact_factor_solve(gram, y, sample_weight, alpha, fit_intercept)
+    if solved is None:
+        return None
+    factor, solution, v, ones, _, _, _ = solved
+    n = solution.shape[0]
+    trailing = np.arange(n - rows, n)
+    block_inverse, info = lapack.dtrtri(factor[0][n - rows :, n - rows :], lower=1)
     if info != 0:  # pragma: no cover - the factor has a positive diagonal
         return None
-    _tiles.clear_upper(L_inv)  # LAPACK leaves the other triangle as it was
-    Q_diagonal = np.einsum("ij,ij->j", L_inv, L_inv)
-    if fit_intercept:
-        Q_diagonal -= v * v / (ones @ v)
-    residuals = solution / Q_diagonal[:, None]
-    if root is not None:
-        # Rows of zero weight take no part; their residual is undefined.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            residuals = residuals / root[:, None]
-    if complement:
-        return dual, intercept, residuals, alpha * Q_diagonal
-    return dual, intercept, residuals
+    Q_diagonal = _centred_diagonal(block_inverse, v, ones, trailing)
+    # The weighted residual r_i e_i is s_i / Q_ii.
+    scaled = solution[trailing] / Q_diagonal[:, None]
+    squares = np.sum(scaled**2, axis=1)
+    if slope_rows == 0:
+        return squares, np.empty(0)
+    # M^{-1} e_i: L^{-1} e_i lives on the trailing block, then L^{-T} on
+    # every row, in place (the sample's memory stays below rows^2 and
+    # n * slope_rows, after the factor's).
+    columns = np.zeros((n, slope_rows), order="F")
+    columns[n - rows :] = block_inverse[:, rows - slope_rows :]
+    del block_inverse
+    columns = linalg.solve_triangular(
+        factor[0],
+        columns,
+        lower=True,
+        trans="T",
+        overwrite_b=True,
+        check_finite=False,
+    )
+    # ||Q e_i||^2, with Q e_i = M^{-1} e_i - c_i v, c_i = v_i / r^T v.
+    q_squared = np.einsum("ij,ij->j", columns, columns)
+    moved = linalg.cho_solve(factor, solution, check_finite=False)  # M^{-1} s
+    if v is not None:
+        c = v[n - slope_rows :] / (ones @ v)
+        q_squared += c * (c * (v @ v) - 2.0 * (v @ columns))
+        moved -= np.outer(v, (v @ solution) / (ones @ v))
+    last = slice(rows - slope_rows, rows)
+    q, s = Q_diagonal[last, None], solution[n - slope_rows :]
+    d_scaled = (s * q_squared[:, None] - moved[n - slope_rows :] * q) / q**2
+    slopes = alpha * np.sum(2.0 * scaled[last] * d_scaled, axis=1)
+    return squares, slopes

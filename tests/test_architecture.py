@@ -31,6 +31,7 @@ LAYERS = [
             "_loo",
             "_duplicates",
             "_penalty_walk",
+            "_exact_screen",
             "_progress",
         ],
     ),

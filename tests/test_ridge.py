@@ -17,6 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_dof import (
     DoFNystroem,
+    _exact_screen,
     _landmark_block,
     _linalg,
     _ridge,
@@ -1257,6 +1258,57 @@ def test_cv_keeps_the_low_rank_fit_an_exact_fit_does_not_beat():
     assert model.best_score_ == low_rank.best_score_
     np.testing.assert_array_equal(model.predict(X), low_rank.predict(X))
     assert sorted(vars(model)) == sorted(vars(low_rank))
+
+
+def _overfitting_problem():
+    """A low-rank fit at the penalty 1 that exact kernel ridge at every
+    smaller penalty of the grid overfits (``gamma=30`` on two features)."""
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, size=(2500, 2))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] + rng.standard_normal(2500)
+    return X, y, (1e-4, 1e-2, 1.0, 100.0)
+
+
+def test_cv_screen_rules_out_exact_fits_that_cannot_win(capsys, monkeypatch):
+    # One factorisation, at the penalty below the low-rank fit's, read on a
+    # sample of rows, stands for the exact fits at every smaller penalty
+    # (sklearn_dof._exact_screen): the fit is the one they would have kept.
+    X, y, alphas = _overfitting_problem()
+    model = DoFKernelRidgeCV(alphas, gamma=30.0, random_state=0, verbose=1).fit(X, y)
+    lines = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if "exact kernel ridge at" in line
+    ]
+    assert len(lines) == 1 and "every exact fit below ruled out" in lines[0]
+    assert not model.nystroem_.exact_ and model.alpha_ == 1.0
+    # The claim: no exact fit below beats the low-rank one by loss_tol.
+    for alpha in alphas[:2]:
+        _, _, residuals = _ridge_solve.exact_kernel_ridge(
+            rbf_kernel(X, gamma=30.0), y[:, None], None, alpha, True, loo=True
+        )
+        assert -np.mean(residuals**2) < (1 - model.loss_tol) * model.best_score_
+    # And the fit is the one the exact fits kept.
+    monkeypatch.setattr(_exact_screen, "VALUE_Z", np.inf)
+    unscreened = DoFKernelRidgeCV(alphas, gamma=30.0, random_state=0, verbose=1).fit(
+        X, y
+    )
+    assert sum("score" in line for line in capsys.readouterr().out.splitlines()) == 2
+    assert model.n_components_ == unscreened.n_components_
+    assert model.alpha_ == unscreened.alpha_
+    assert model.best_score_ == unscreened.best_score_
+    np.testing.assert_array_equal(model.predict(X), unscreened.predict(X))
+
+
+def test_cv_screen_leaves_a_low_rank_fit_of_the_mean_to_the_exact_fits(capsys):
+    # pumadyn32nm_snelson with gamma = 1 / d: the low-rank fit predicts the
+    # mean at the grid's largest penalty, on the plateau where no slope
+    # tells what lies below; exact kernel ridge at a smaller penalty wins.
+    X, y = load_shared("pumadyn32nm_snelson", n_samples=3500)
+    model = DoFKernelRidgeCV(kernel="rbf", random_state=0, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert "sampled on" not in out
+    assert model.nystroem_.exact_ and model.n_components_ == len(X)
 
 
 def test_cv_checks_exact_fits_of_positive_definite_kernels_only(monkeypatch):
