@@ -73,7 +73,7 @@ def _z_score(values):
     return mean / (spread / math.sqrt(values.shape[0]))
 
 
-def rules_out(squares, reference_squares, slopes, loss_tol):
+def rules_out(squares, reference_squares, slopes, loss_tol, sample_weight=None):
     """Whether the sampled exact fit rules out every exact fit at or below
     its penalty.
 
@@ -90,6 +90,10 @@ def rules_out(squares, reference_squares, slopes, loss_tol):
     loss_tol : float
         The relative margin by which an exact fit must beat the low-rank
         one.
+    sample_weight : ndarray of shape (m,), default=None
+        The sampled rows' weights: rows of zero weight, whose errors are
+        zero in both fits, are left out of the scores (they would only
+        shrink them).
 
     Returns
     -------
@@ -98,6 +102,10 @@ def rules_out(squares, reference_squares, slopes, loss_tol):
         The standard scores of the excess error and of the slope (NaN where
         not read).
     """
+    if sample_weight is not None:
+        weighted = sample_weight > 0
+        squares, reference_squares = squares[weighted], reference_squares[weighted]
+        slopes = slopes[weighted[weighted.shape[0] - slopes.shape[0] :]]
     value_z = _z_score(squares - (1.0 - loss_tol) * reference_squares)
     slope_z = _z_score(slopes) if slopes.shape[0] else math.nan
     ruled_out = value_z > VALUE_Z and (slopes.shape[0] == 0 or slope_z < -SLOPE_Z)

@@ -124,11 +124,12 @@ def default_max_components():
     return max(1, math.isqrt(memory_budget() // (8 * _RANK_WORDS)))
 
 
-def fits_exact(n_samples):
-    """Whether the ``n x n`` float64 kernel matrix of the exact route fits
-    the budget: the exact fit factors it in place, and the rounds before
-    it, of at most half of the rows as columns, hold less."""
-    return 8 * n_samples**2 <= memory_budget()
+def fits_exact(n_samples, extra_words=0):
+    """Whether the ``n x n`` float64 kernel matrix of the exact route, and
+    ``extra_words`` float64 numbers beside it, fit the budget: the exact fit
+    factors it in place, and the rounds before it, of at most half of the
+    rows as columns, hold less."""
+    return 8 * (n_samples**2 + extra_words) <= memory_budget()
 
 
 def format_bytes(n_bytes):

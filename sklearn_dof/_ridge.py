@@ -1809,14 +1809,17 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         penalty of ``below`` against the low-rank fit's ``reference_rows``
         (:func:`~sklearn_dof._exact_screen.rules_out`), where the low-rank fit
         explains the targets
-        (:func:`~sklearn_dof._exact_screen.explains_targets`).  Consumes
-        ``K`` where it screens."""
+        (:func:`~sklearn_dof._exact_screen.explains_targets`) and the
+        sample's ``rows^2 + n slope_rows`` numbers fit the budget beside
+        ``K``.  Consumes ``K`` where it screens."""
         order = nystroem.component_indices_
         n = order.shape[0]
         rows, slope_rows = sample_sizes(n, lower=below.shape[0] > 1)
         targets, weights = _landmark_targets(nystroem, y, sample_weight)
-        if not explains_targets(
-            reference_rows, targets, weights, self.loss_tol, self.fit_intercept
+        if not _memory.fits_exact(n, rows**2 + n * slope_rows) or not (
+            explains_targets(
+                reference_rows, targets, weights, self.loss_tol, self.fit_intercept
+            )
         ):
             return False
         alpha = float(below[-1])
@@ -1833,7 +1836,13 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return False
         squares, slopes = sampled
         paired = reference_rows[order[n - rows :]]
-        ruled_out, value_z, slope_z = rules_out(squares, paired, slopes, self.loss_tol)
+        ruled_out, value_z, slope_z = rules_out(
+            squares,
+            paired,
+            slopes,
+            self.loss_tol,
+            None if weights is None else weights[n - rows :],
+        )
         progress(
             f"exact kernel ridge at penalty {alpha:.4g}, sampled on {rows} rows: "
             f"leave-one-out {np.sum(squares) / np.sum(paired):.4g} times the "

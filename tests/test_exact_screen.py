@@ -123,6 +123,24 @@ def test_rules_out_needs_enough_rows_to_tell():
     assert not rules_out(2.0 * ones[:1], ones[:1], np.empty(0), 0.01)[0]
 
 
+def test_rules_out_leaves_rows_of_zero_weight_out():
+    # Zero-weight rows have zero error in both fits: left in, they would
+    # shrink both standard scores toward zero.
+    reference = np.abs(_rows(1.0, 0.5, n=400))
+    worse = reference * 1.05 + 0.01 * _rows(0.0, 1.0, n=400, seed=1)
+    falling = _rows(-0.2, 1.0, n=100, seed=2)
+    scores = rules_out(worse, reference, falling, 0.01)
+    # 200 zero-weight rows among the first 300; the slopes are the last 100.
+    order = np.r_[0:150, 400:600, 150:400]
+    weights = np.r_[np.ones(400), np.zeros(200)][order]
+    squares = np.r_[worse, np.zeros(200)][order]
+    references = np.r_[reference, np.zeros(200)][order]
+    weighted = rules_out(squares, references, falling, 0.01, weights)
+    np.testing.assert_allclose(weighted[1:], scores[1:])
+    assert weighted[0] == scores[0]
+    assert rules_out(squares, references, falling, 0.01)[1] < scores[1]
+
+
 def test_explains_targets_against_the_mean_or_zero():
     rng = np.random.RandomState(0)
     y = 5.0 + rng.standard_normal((200, 2))

@@ -1300,6 +1300,21 @@ def test_cv_screen_rules_out_exact_fits_that_cannot_win(capsys, monkeypatch):
     np.testing.assert_array_equal(model.predict(X), unscreened.predict(X))
 
 
+@pytest.mark.parametrize("room", [0, -1])
+def test_cv_screen_holds_the_memory_given_to_it(capsys, room):
+    # The sample's rows^2 + n slope_rows numbers beside K: with one byte
+    # less, no screen, and the exact fits decide.
+    X, y, alphas = _overfitting_problem()
+    n = len(X)
+    rows, slope_rows = _exact_screen.sample_sizes(n)
+    budget = 8 * (n**2 + rows**2 + n * slope_rows) + room
+    with config_context(memory_budget=budget):
+        DoFKernelRidgeCV(alphas, gamma=30.0, random_state=0, verbose=1).fit(X, y)
+    out = capsys.readouterr().out
+    assert ("sampled on" in out) == (room == 0)
+    assert (out.count("score") >= 2) == (room < 0)
+
+
 def test_cv_screen_leaves_a_low_rank_fit_of_the_mean_to_the_exact_fits(capsys):
     # pumadyn32nm_snelson with gamma = 1 / d: the low-rank fit predicts the
     # mean at the grid's largest penalty, on the plateau where no slope
