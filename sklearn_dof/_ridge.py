@@ -1000,8 +1000,10 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         grid beats its leave-one-out error by ``loss_tol``: the rounds
         choose the penalty on low-rank fits, which lack the directions small
         penalties need (the exact fit's ``nystroem_`` has every row, in a
-        uniform order).  Otherwise the transformer's default cap from the
-        memory budget, where it binds with a warning that gives the rank
+        uniform order); one factorisation, read on a sample of the rows, may
+        first rule every such exact fit out.  Otherwise the transformer's
+        default cap from the memory budget, where it binds with a warning
+        that gives the rank
         asked for and the memory it needs
         (doc/automatic_rank.rst); with a splitter ``cv``, 640 (its
         ``GridSearchCV`` holds the ``n x p`` features and fits them once
