@@ -1003,8 +1003,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         uniform order); one factorisation, read on a sample of the rows, may
         first rule every such exact fit out.  Otherwise the transformer's
         default cap from the memory budget, where it binds with a warning
-        that gives the rank
-        asked for and the memory it needs
+        that gives the rank asked for and the memory it needs
         (doc/automatic_rank.rst); with a splitter ``cv``, 640 (its
         ``GridSearchCV`` holds the ``n x p`` features and fits them once
         per fold and penalty).  An int caps every rank, the exact fit
