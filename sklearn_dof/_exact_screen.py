@@ -17,10 +17,11 @@ exact error above ``1 - loss_tol`` times the low-rank one by
 :data:`VALUE_Z` standard errors, and rising as the penalty falls (below
 the first penalty, under the search's assumption that the scores are
 unimodal along the grid) by :data:`SLOPE_Z`.  Anything else leaves the
-decision to the exact fits, and so does a low-rank fit that explains less
-than ``loss_tol`` of the targets' spread (:func:`explains_targets`): its
-penalty sits on the plateau where every fit predicts the mean, whose slope
-says nothing of the valley below it.
+decision to the exact fits (the screen's factor then finishes the exact
+fit at its penalty, which needs no factor of its own), and so does a
+low-rank fit that explains less than ``loss_tol`` of the targets' spread
+(:func:`explains_targets`): its penalty sits on the plateau where every fit
+predicts the mean, whose slope says nothing of the valley below it.
 """
 
 import math

@@ -1707,7 +1707,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         fit's weighted squared leave-one-out errors by row of ``X``), a
         screen at the penalty just below the reference's may rule every
         exact fit out first, for one factorisation
-        (:mod:`~sklearn_dof._exact_screen`).
+        (:mod:`~sklearn_dof._exact_screen`); where it does not, the exact fit
+        at that penalty is finished from the screen's factor.
 
         ``grams`` is a list holding ``K`` in the landmarks' order, taken out
         and consumed by the first factorisation (no copy of it is kept
@@ -1723,7 +1724,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         progress = Progress(self.verbose, type(self).__name__)
         n = nystroem.component_indices_.shape[0]
 
+        screened = {}  # the screen's penalty, scored from its factor
+
         def fit(alpha, block=None):
+            if alpha in screened:
+                return screened[alpha]
             return self._exact_fit_scored(
                 nystroem, grams, y, sample_weight, alpha, progress, block, groups
             )
@@ -1744,10 +1749,14 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             # the smallest penalty first, walking up, else the neighbour
             # below the low-rank fit's penalty, walking down.
             below = np.sort(alphas[alphas < reference[1]])
-            if reference_rows is not None and self._screened_out(
-                nystroem, grams, y, sample_weight, below, reference_rows, progress
-            ):
-                return None
+            if reference_rows is not None:
+                ruled_out, known_fit = self._screen(
+                    nystroem, grams, y, sample_weight, below, reference_rows, progress
+                )
+                if ruled_out:
+                    return None
+                if known_fit is not None:
+                    screened[known_fit[1]] = known_fit
             best, moved = climb(fit, below, (*reference, None, None), better)
             if not moved:
                 best, _ = climb(fit, below[-1:0:-1], best, better)
@@ -1781,6 +1790,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             loo=True,
             complement=groups is not None,
         )
+        return self._exact_scored(
+            nystroem, solved, y, sample_weight, alpha, progress, groups
+        )
+
+    def _exact_scored(
+        self, nystroem, solved, y, sample_weight, alpha, progress, groups=None
+    ):
+        """:meth:`_exact_fit_scored`'s candidate from an exact solution
+        (:meth:`_exact_solution` with ``loo``; None: none)."""
         if solved is None:
             return None
         dual, intercept, residuals = solved[:3]
@@ -1800,10 +1818,11 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         score = -np.inf if np.isnan(score) else score
         return (score, float(alpha), dual, intercept)
 
-    def _screened_out(
+    def _screen(
         self, nystroem, grams, y, sample_weight, below, reference_rows, progress
     ):
-        """Whether a sample of exact kernel ridge's leave-one-out errors at
+        """``(ruled_out, known_fit)``: whether a sample of exact kernel
+        ridge's leave-one-out errors at
         the largest penalty of ``below``
         (:func:`~sklearn_dof._ridge_solve.exact_loo_sample`, on the last of
         the landmarks, in a uniform order) rules out the exact fits at every
@@ -1812,7 +1831,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         explains the targets
         (:func:`~sklearn_dof._exact_screen.explains_targets`) and the
         sample's ``rows^2 + n slope_rows`` numbers fit the budget beside
-        ``K``.  Consumes ``K`` where it screens."""
+        ``K``; where it screens and does not rule out, the exact fit at
+        that penalty (:meth:`_exact_fit_scored`'s candidate), finished from
+        the screen's factor, else None.  Consumes ``K`` where it screens."""
         order = nystroem.component_indices_
         n = order.shape[0]
         rows, slope_rows = sample_sizes(n, lower=below.shape[0] > 1)
@@ -1822,7 +1843,7 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
                 reference_rows, targets, weights, self.loss_tol, self.fit_intercept
             )
         ):
-            return False
+            return False, None
         alpha = float(below[-1])
         sampled = exact_loo_sample(
             _take_gram(nystroem, grams),
@@ -1834,8 +1855,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             slope_rows,
         )
         if sampled is None:
-            return False
-        squares, slopes = sampled
+            return False, None
+        squares, slopes, finish = sampled
         paired = reference_rows[order[n - rows :]]
         ruled_out, value_z, slope_z = rules_out(
             squares,
@@ -1850,7 +1871,15 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             f"low-rank fit's (z = {value_z:.3g}), slope z = {slope_z:.3g}: "
             + ("every exact fit below ruled out" if ruled_out else "not ruled out")
         )
-        return ruled_out
+        if ruled_out:
+            return True, None
+        # The climb scores this penalty too, mostly: finishing it here costs
+        # the factor's inverse where a fit of its own would factor K again.
+        solved = finish()
+        del finish  # it holds the factor, now inverted: n^2 numbers
+        return False, self._exact_scored(
+            nystroem, solved, y, sample_weight, alpha, progress
+        )
 
     def _exact_better(self, candidate, incumbent):
         """Whether an exact fit (:meth:`_exact_fit_scored`) beats the

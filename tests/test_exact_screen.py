@@ -43,11 +43,18 @@ def test_sampled_errors_are_the_last_rows_of_the_full_leave_one_out(
     K, y, weights = _problem(targets=targets, weighted=weighted)
     alpha = 0.05
     full = _full_squares(K, y, weights, alpha, fit_intercept)
-    squares, slopes = exact_loo_sample(
+    squares, slopes, finish = exact_loo_sample(
         K.copy(), y, weights, alpha, fit_intercept, rows=120, slope_rows=0
     )
     assert squares.shape == (120,) and slopes.shape == (0,)
     np.testing.assert_allclose(squares, full[-120:], rtol=1e-9)
+    # The whole fit from the same factor is exact kernel ridge's.
+    for got, want in zip(
+        finish(),
+        exact_kernel_ridge(K.copy(), y, weights, alpha, fit_intercept, loo=True),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -58,7 +65,7 @@ def test_sampled_slopes_are_the_derivatives_in_log_alpha(
 ):
     K, y, weights = _problem(targets=targets, weighted=weighted, seed=1)
     alpha, step = 0.05, 1e-4
-    squares, slopes = exact_loo_sample(
+    squares, slopes, _ = exact_loo_sample(
         K.copy(), y, weights, alpha, fit_intercept, rows=100, slope_rows=40
     )
     above = _full_squares(K, y, weights, alpha * math.exp(step), fit_intercept)

@@ -1300,6 +1300,35 @@ def test_cv_screen_rules_out_exact_fits_that_cannot_win(capsys, monkeypatch):
     np.testing.assert_array_equal(model.predict(X), unscreened.predict(X))
 
 
+def test_cv_screen_that_does_not_rule_out_spares_its_factorisation(monkeypatch):
+    # A screen that cannot rule out (VALUE_Z infinite) finishes its penalty's
+    # exact fit from its own factor: as many factorisations as with no
+    # screen (the sample's memory refused by one byte), the same fit.
+    X, y, alphas = _overfitting_problem()
+    n = len(X)
+    rows, slope_rows = _exact_screen.sample_sizes(n)
+    calls, factored, models = [], {}, {}
+    factor_solve = _ridge_solve._exact_factor_solve
+
+    def counted(*args, **kwargs):
+        calls.append(args[3])  # the penalty
+        return factor_solve(*args, **kwargs)
+
+    monkeypatch.setattr(_ridge_solve, "_exact_factor_solve", counted)
+    monkeypatch.setattr(_exact_screen, "VALUE_Z", np.inf)
+    for room in (0, -1):
+        budget = 8 * (n**2 + rows**2 + n * slope_rows) + room
+        with config_context(memory_budget=budget):
+            model = DoFKernelRidgeCV(alphas, gamma=30.0, random_state=0)
+            models[room] = model.fit(X, y)
+        factored[room], calls[:] = list(calls), []
+    screened, plain = factored[0], factored[-1]
+    assert sorted(screened) == sorted(plain) and len(plain) == 2
+    assert models[0].alpha_ == models[-1].alpha_
+    assert models[0].best_score_ == models[-1].best_score_
+    np.testing.assert_array_equal(models[0].predict(X), models[-1].predict(X))
+
+
 @pytest.mark.parametrize("room", [0, -1])
 def test_cv_screen_holds_the_memory_given_to_it(capsys, room):
     # The sample's rows^2 + n slope_rows numbers beside K: with one byte
