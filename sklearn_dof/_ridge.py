@@ -1875,10 +1875,8 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
             return True, None
         # The climb scores this penalty too, mostly: finishing it here costs
         # the factor's inverse where a fit of its own would factor K again.
-        solved = finish()
-        del finish  # it holds the factor, now inverted: n^2 numbers
         return False, self._exact_scored(
-            nystroem, solved, y, sample_weight, alpha, progress
+            nystroem, finish(), y, sample_weight, alpha, progress
         )
 
     def _exact_better(self, candidate, incumbent):
