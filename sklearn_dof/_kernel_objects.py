@@ -156,7 +156,7 @@ def _squared_distance_columns(Y):
     )
 
 
-def _stationary_block(X, Y, form, out=None):
+def _stationary_block(X, Y, form, out=None, centre=None):
     """``amplitude * f_nu(||(x - y) / l||)`` by chunks of rows: each chunk's
     squared distances come out of one product on augmented rows
     ``[x, 1, |x|^2] . [-2 y, |y|^2, 1]`` (rows shifted by the mean of
@@ -166,8 +166,11 @@ def _stationary_block(X, Y, form, out=None):
     # About a common centre: the expansion cancels |x|^2 + |y|^2 against
     # 2 x.y, which loses the distance to rounding where the features sit
     # far from the origin (scikit-learn's kernel objects use exact
-    # distances); a shift leaves the distances as they are.
-    centre = Y.mean(axis=0) if Y.shape[0] else 0.0
+    # distances); a shift leaves the distances as they are.  A caller
+    # evaluating the blocks of one kernel matrix passes one ``centre``, so
+    # that its values do not depend on the blocks.
+    if centre is None:
+        centre = Y.mean(axis=0) if Y.shape[0] else 0.0
     Xs, Ys = (X - centre) / length_scale, (Y - centre) / length_scale
     columns = _squared_distance_columns(Ys)
     x_sq = np.einsum("ij,ij->i", Xs, Xs)
@@ -191,18 +194,19 @@ def _stationary_block(X, Y, form, out=None):
     return block
 
 
-def kernel_object_block(X, Y, kernel, out=None):
+def kernel_object_block(X, Y, kernel, out=None, centre=None):
     """``K(X, Y)`` of a kernel object for dense ``X`` and ``Y``, into
-    ``out`` if given: the fused path for :func:`stationary_form` kernels,
-    sums evaluated term by term, else the kernel's own ``__call__``."""
+    ``out`` if given: the fused path for :func:`stationary_form` kernels
+    (their distances about ``centre``, by default the mean of ``Y``), sums
+    evaluated term by term, else the kernel's own ``__call__``."""
     form = stationary_form(kernel)
     block = None
     if form is not None and X.dtype == np.float64 and Y.dtype == np.float64:
         with np.errstate(over="ignore", invalid="ignore"):
-            block = _stationary_block(X, Y, form, out)
+            block = _stationary_block(X, Y, form, out, centre)
     elif isinstance(kernel, Sum):
-        block = kernel_object_block(X, Y, kernel.k1, out)
-        block += kernel_object_block(X, Y, kernel.k2)
+        block = kernel_object_block(X, Y, kernel.k1, out, centre)
+        block += kernel_object_block(X, Y, kernel.k2, centre=centre)
     if block is not None:
         return block
     block = kernel(X, Y)

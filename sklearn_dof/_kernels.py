@@ -78,6 +78,10 @@ def get_kernel_params(kernel, gamma=None, coef0=None, degree=None, kernel_params
 CHUNK_ENTRIES = 2**18
 # Rows per worker below which a kernel block is evaluated by one thread.
 _MIN_PARALLEL_ROWS = 256
+# Rows per block of a symmetric block's lower triangle (:func:`_lower_triangle`):
+# a block also evaluates the corner above the diagonal it crosses, half its
+# rows per row, a few percent of the triangle at the orders of an exact fit.
+TRIANGLE_ROWS = 512
 
 
 def rbf_columns(Y, gamma):
@@ -169,20 +173,55 @@ def _serial_kernel_block(X, Y, kernel, params, out=None, columns=None):
 
 
 def _symmetric_block(Y, kernel, params):
-    """``K(Y, Y)`` by :func:`kernel_block` (every thread of the pool) for
-    the fused RBF path and kernel objects, or None where neither applies.
-    Exactly symmetric (the lower triangle mirrored) with its diagonal
-    exact, as :func:`~sklearn.metrics.pairwise.rbf_kernel` or the kernel
-    object's own ``K(Y)`` of ``Y`` alone has it."""
+    """``K(Y, Y)`` by :func:`_lower_triangle` (every thread of the pool)
+    for the fused RBF path and kernel objects, or None where neither
+    applies.  Exactly symmetric (the lower triangle mirrored) with its
+    diagonal exact, as :func:`~sklearn.metrics.pairwise.rbf_kernel` or the
+    kernel object's own ``K(Y)`` of ``Y`` alone has it."""
     if is_kernel_object(kernel) and not sparse.issparse(Y):
-        block = mirror_lower(kernel_block(Y, Y, kernel, params))
+        block = mirror_lower(_lower_triangle(Y, kernel, params))
         np.fill_diagonal(block, kernel.diag(Y))
-        return block
+        return check_kernel_values(block, kernel)
     if not _fused_rbf(Y, Y, kernel):
         return None
-    block = mirror_lower(kernel_block(Y, Y, kernel, params))
+    block = mirror_lower(_lower_triangle(Y, kernel, params))
     np.fill_diagonal(block, 1.0)
-    return block
+    return check_kernel_values(block, kernel)
+
+
+def _lower_triangle(Y, kernel, params):
+    """``K(Y, Y)`` with its lower triangle evaluated (the strict upper one
+    holds what it holds): by blocks of :data:`TRIANGLE_ROWS` rows, each
+    reading the columns up to its last row, so about half the kernel
+    evaluations of the whole block.  The blocks go to the pool's workers
+    in contiguous runs of equal area (:func:`~sklearn_dof._parallel.group_blocks`),
+    each written in place with the BLAS on one thread."""
+    n = Y.shape[0]
+    out = np.empty((n, n), dtype=Y.dtype if Y.dtype == np.float32 else np.float64)
+    columns = kernel_columns(Y, kernel, params)
+    # One centre for every block's distances (kernel_object_block).
+    centre = Y.mean(axis=0) if is_kernel_object(kernel) and n else None
+    blocks = [slice(a, min(a + TRIANGLE_ROWS, n)) for a in range(0, n, TRIANGLE_ROWS)]
+    threads = n // _MIN_PARALLEL_ROWS
+    if threads > 1:
+        threads = min(threads, _parallel.n_threads())
+    areas = [rows.stop * (rows.stop - rows.start) for rows in blocks]
+    runs = [
+        [blocks[b] for b in run]
+        for run in _parallel.group_blocks(areas, max(threads, 1))
+    ]
+
+    def work(run):
+        for rows in run:
+            block = out[rows, : rows.stop]
+            if centre is not None:
+                kernel_object_block(Y[rows], Y[: rows.stop], kernel, block, centre)
+                continue
+            part = None if columns is None else columns[:, : rows.stop]
+            _serial_kernel_block(Y[rows], Y[: rows.stop], kernel, params, block, part)
+
+    _parallel.run(work, runs, threads)
+    return out
 
 
 def kernel_block(X, Y, kernel, params, n_jobs="context", columns=None):

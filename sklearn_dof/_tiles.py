@@ -186,11 +186,15 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
     ``info > 0`` the order of the first leading minor that is not positive
     definite.  Only the triangle named by ``lower`` is read.
 
-    Above the tile order, the right-looking block algorithm: for each
-    diagonal tile, its Cholesky factor ``L_kk`` (LAPACK), the panel below it
-    ``A_ik L_kk^{-T}`` (one triangular solve), and the update of the
-    trailing matrix ``A_ij -= L_ik L_jk^T`` by column tiles (general
-    products, which are safe at every size measured).
+    Above the tile order, the right-looking block algorithm on the fewest
+    diagonal tiles of at most that order, of equal orders (a short last
+    tile ran at a lower rate): for each, its Cholesky factor ``L_kk``
+    (LAPACK), the panel below it ``A_ik L_kk^{-T}`` (triangular solves),
+    and the update of the trailing matrix ``A_ij -= L_ik L_jk^T`` (general
+    products, which are safe at every size measured).  The solves and the
+    products run on blocks of :data:`UPDATE_COLUMNS` rows through one
+    workspace, so the memory beside ``A`` is a diagonal tile's copy and
+    that workspace, with no temporary the size of a panel.
     """
     tile = TILE_ORDER if tile is None else tile
     n = A.shape[0]
@@ -210,7 +214,8 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
         L = source
     else:
         L = np.array(source, dtype=dtype, order="F")
-    (trsm,) = blas.get_blas_funcs(("trsm",), (L,))
+    tile = -(-n // -(-n // tile))  # the fewest tiles, of equal orders
+    work = np.empty((UPDATE_COLUMNS, max(tile, UPDATE_COLUMNS)), dtype=dtype, order="F")
     for start, stop in _tile_edges(0, n, tile):
         diagonal, info = lapack_potrf(
             L[start:stop, start:stop], lower=1, clean=1, overwrite_a=0
@@ -220,29 +225,36 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
         if info < 0:  # pragma: no cover - only for invalid arguments
             raise ValueError(f"dpotrf failed with info={info}.")
         L[start:stop, start:stop] = diagonal
-        if stop == n:
-            break
-        # The panel below the diagonal tile, A_ik L_kk^{-T}, solved in place
-        # in its one copy.
-        panel = trsm(
-            1.0,
-            diagonal,
-            np.asfortranarray(L[stop:, start:stop]),
-            side=1,
-            lower=1,
-            trans_a=1,
-            overwrite_b=1,
-        )
-        L[stop:, start:stop] = panel
-        # The trailing matrix, lower triangle, by narrower column tiles
-        # (each product's temporary is n x UPDATE_COLUMNS): general products
-        # of distinct views of the panel, a syrk of order at most
-        # UPDATE_COLUMNS for the last.
-        for j_start, j_stop in _tile_edges(stop, n, UPDATE_COLUMNS):
-            rows = panel[j_start - stop :]
-            columns = panel[j_start - stop : j_stop - stop]
-            L[j_start:, j_start:j_stop] -= rows @ columns.T
+        if stop < n:
+            _panel_solve(L, diagonal, start, stop, work)
+            _trailing_update(L, start, stop, work)
     return _finish(L, lower), 0
+
+
+def _panel_solve(L, diagonal, start, stop, work):
+    """The panel ``L[stop:, start:stop] L_kk^{-T}`` of :func:`potrf`, in
+    place, by blocks of rows copied through ``work``."""
+    (trsm,) = blas.get_blas_funcs(("trsm",), (L,))
+    for top, bottom in _tile_edges(stop, L.shape[0], UPDATE_COLUMNS):
+        block = work[: bottom - top, : stop - start]
+        block[...] = L[top:bottom, start:stop]
+        L[top:bottom, start:stop] = trsm(
+            1.0, diagonal, block, side=1, lower=1, trans_a=1, overwrite_b=1
+        )
+
+
+def _trailing_update(L, start, stop, work):
+    """``L_ij -= L_ik L_jk^T`` on the lower triangle of the trailing matrix
+    of :func:`potrf` (``k`` the tile ``start:stop``), by square blocks of
+    :data:`UPDATE_COLUMNS`, each product into ``work``."""
+    n = L.shape[0]
+    panel = L[:, start:stop]
+    for left, right in _tile_edges(stop, n, UPDATE_COLUMNS):
+        columns = panel[left:right].T
+        for top, bottom in _tile_edges(left, n, UPDATE_COLUMNS):
+            product = work[: bottom - top, : right - left]
+            np.matmul(panel[top:bottom], columns, out=product)
+            L[top:bottom, left:right] -= product
 
 
 def clear_upper(L):

@@ -88,3 +88,26 @@ def test_landmark_gram_is_symmetric_with_the_kernel_diagonal(rows, kernel):
             KernelColumns(huge, kernel, {"gamma": 1.0}).landmark_gram([0, 1, 2]),
             pairwise_kernels(huge, metric=kernel, gamma=1.0),
         )
+
+
+@pytest.mark.parametrize("n_jobs", [1, 3])
+def test_landmark_gram_by_lower_blocks_is_the_whole_kernel(monkeypatch, rows, n_jobs):
+    # Blocks of the lower triangle (several, the last one short), dealt to
+    # one or three workers, mirrored: the kernel of the landmarks, for the
+    # fused RBF path and for a kernel object.
+    from sklearn.gaussian_process.kernels import Matern
+
+    from sklearn_dof import _kernels, _parallel
+
+    monkeypatch.setattr(_kernels, "TRIANGLE_ROWS", 37)
+    monkeypatch.setattr(_kernels, "_MIN_PARALLEL_ROWS", 16)
+    X, _ = rows
+    idx = np.arange(0, 3050, 11)
+    matern = Matern(length_scale=[1.0, 2.0, 0.5, 3.0, 1.5], nu=1.5)
+    with _parallel.use_n_jobs(n_jobs):
+        gram = KernelColumns(X, "rbf", {"gamma": 0.2}).landmark_gram(idx)
+        object_gram = KernelColumns(X, matern, {}).landmark_gram(idx)
+    np.testing.assert_allclose(gram, rbf_kernel(X[idx], gamma=0.2), atol=1e-14)
+    np.testing.assert_array_equal(gram, gram.T)
+    np.testing.assert_allclose(object_gram, matern(X[idx]), atol=1e-13)
+    np.testing.assert_array_equal(object_gram, object_gram.T)

@@ -39,6 +39,24 @@ def test_tiled_cholesky_is_lapacks(lower, tile):
     assert not other.any()
 
 
+@pytest.mark.parametrize("update_columns", [3, 4, 16])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_tiled_cholesky_by_row_blocks_is_lapacks(monkeypatch, update_columns, dtype):
+    # Row blocks narrower than the tiles, ending short of a tile or not:
+    # every panel solve and trailing update goes through the workspace in
+    # several blocks, the last one partial.
+    monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", update_columns)
+    A = _spd(37, shift=0.1).astype(dtype)
+    (potrf,) = lapack.get_lapack_funcs(("potrf",), (A,))
+    expected, info = potrf(A, lower=1, clean=1)
+    assert info == 0
+    factor, info = _tiles.potrf(A, lower=True, tile=10)
+    assert info == 0 and factor.dtype == dtype
+    tol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(factor, expected, rtol=tol, atol=tol)
+    assert not np.triu(factor, 1).any()
+
+
 def test_tiled_cholesky_reads_one_triangle_and_can_overwrite():
     A = _spd(25)
     garbage = A + np.triu(np.full_like(A, 7.0), 1)  # upper triangle wrong
