@@ -36,6 +36,9 @@ regression sets' table of ``doc/automatic_rank.rst``), the headline in
 ``results/frontier/history.jsonl``.  The children import the installed
 ``sklearn_dof`` (another checkout: first on ``PYTHONPATH``).  ``--systems
 ours --merge results.json`` refits those systems and keeps the others.
+``--repeats R`` fits each system of a set ``R`` times, the systems in turn
+(A B A B), and keeps each system's median fit time, its runs' times in
+``fit_seconds_runs``: one run's ratio is at the mercy of a noisy machine.
 """
 
 import argparse
@@ -235,6 +238,25 @@ def child(case):
     )
 
 
+def median_runs(records):
+    """One record per set and system: the first run's, with the median fit
+    time of its runs (their times in ``fit_seconds_runs`` where there are
+    several)."""
+    runs = {}
+    for record in records:
+        runs.setdefault((record["set"], record["system"]), []).append(record)
+    merged = []
+    for group in runs.values():
+        record = dict(group[0])
+        if len(group) > 1:
+            seconds = [r.get("fit_seconds") for r in group]
+            if all(s is not None for s in seconds):
+                record["fit_seconds"] = float(np.median(seconds))
+                record["fit_seconds_runs"] = seconds
+        merged.append(record)
+    return merged
+
+
 def summarise(records):
     rows = []
     for name in dict.fromkeys(r["set"] for r in records):
@@ -339,6 +361,12 @@ def main(argv=None):
         default=None,
         help="a results.json whose records of the other systems are kept",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="fits of each system, in turn with the others; its median time kept",
+    )
     parser.add_argument("--plot-only", action="store_true")
     parser.add_argument(
         "--table-only",
@@ -374,26 +402,33 @@ def main(argv=None):
             todo = [s for s in todo if s not in regression]
         if "exact" in todo and rows_of(name)[0].shape[0] > args.exact_max_rows:
             todo.remove("exact")
-        for system in todo:
-            case = {"set": name, "system": system}
-            if system == "ours-int":
-                chosen = [
-                    r.get("n_components")
-                    for r in records + kept
-                    if r["set"] == name and r["system"] == "ours"
-                ]
-                if not chosen or chosen[0] is None:
-                    print(f"{name}: no rank of ours to fit at: ours-int skipped")
-                    continue
-                case["n_components"] = int(chosen[0])
-            record = run_child(__file__, case, args.threads, check=False)
-            records.append(record)
-            shown = {
-                k: record.get(k)
-                for k in ("set", "system", "n_components", "fit_seconds", "test_error")
-            }
-            print(json.dumps(shown), flush=True)
-    records = kept + records
+        for _ in range(args.repeats):
+            for system in todo:
+                case = {"set": name, "system": system}
+                if system == "ours-int":
+                    chosen = [
+                        r.get("n_components")
+                        for r in records + kept
+                        if r["set"] == name and r["system"] == "ours"
+                    ]
+                    if not chosen or chosen[0] is None:
+                        print(f"{name}: no rank of ours to fit at: ours-int skipped")
+                        continue
+                    case["n_components"] = int(chosen[0])
+                record = run_child(__file__, case, args.threads, check=False)
+                records.append(record)
+                shown = {
+                    k: record.get(k)
+                    for k in (
+                        "set",
+                        "system",
+                        "n_components",
+                        "fit_seconds",
+                        "test_error",
+                    )
+                }
+                print(json.dumps(shown), flush=True)
+    records = kept + median_runs(records)
     summary = summarise(records)
     for row in summary:
         print(
