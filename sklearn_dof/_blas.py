@@ -1,21 +1,26 @@
-"""A BLAS update that releases the GIL: ``C += B^T B`` in place.
+"""BLAS and LAPACK calls through scipy's exported function pointers.
 
-The Gram matrix of a fit is a sum over row blocks of ``B^T B``.  In place,
-by the BLAS's ``dsyrk`` (lower triangle, half the flops of a general
-product), a worker thread needs its ``p x p`` sum and nothing else; through
-numpy, which has no in-place ``syrk``, it needs a second ``p x p`` array for
-each block's product and one more pass over memory to add it.  At
-``p = 2000`` that second array is 32 MiB per worker: under scikit-learn's
-default ``working_memory`` of 1 GiB it is the difference between 13 and 23
-workers.
+scipy exports its BLAS and LAPACK to compiled code
+(:mod:`scipy.linalg.cython_blas`, :mod:`scipy.linalg.cython_lapack`, public
+APIs); :mod:`ctypes` calls those pointers with the GIL released and with
+any leading dimension, which scipy's Python wrappers do not offer (they
+hold the GIL, and copy a block of a larger array in and out).  Each call
+here falls back to a wrapper, or says it cannot be made, where a pointer
+cannot be had.
 
-scipy's Python wrappers of the BLAS (:mod:`scipy.linalg.blas`) hold the GIL,
-so worker threads calling them would run one at a time.  scipy also exports
-its BLAS to compiled code (:mod:`scipy.linalg.cython_blas`, a public API);
-:mod:`ctypes` calls a C function pointer with the GIL released.  So
-:func:`syrk_lower_add` calls scipy's ``dsyrk`` through that pointer, and
-falls back to the Python wrapper (holding the GIL) where the pointer cannot
-be had; :func:`releases_gil` says which.
+``C += B^T B`` (:func:`syrk_lower_add`): the Gram matrix of a fit is a sum
+over row blocks of ``B^T B``.  In place, by the BLAS's ``dsyrk`` (lower
+triangle, half the flops of a general product), a worker thread needs its
+``p x p`` sum and nothing else; through numpy, which has no in-place
+``syrk``, it needs a second ``p x p`` array for each block's product and
+one more pass over memory to add it.  At ``p = 2000`` that second array is
+32 MiB per worker: under scikit-learn's default ``working_memory`` of 1 GiB
+it is the difference between 13 and 23 workers.
+
+The steps of a blocked Cholesky factorisation on the blocks of one
+Fortran-ordered array (:class:`BlockSteps`): ``dpotrf``, ``dtrsm``,
+``dsyrk`` and ``dgemm`` read and write the blocks where they lie, with no
+copy and no temporary.
 """
 
 import ctypes
@@ -40,15 +45,49 @@ _DSYRK = ctypes.CFUNCTYPE(
     ctypes.c_void_p,
     _C_INT_P,
 )
+# dpotrf(uplo, n, a, lda, info).
+_DPOTRF = ctypes.CFUNCTYPE(
+    None, ctypes.c_char_p, _C_INT_P, ctypes.c_void_p, _C_INT_P, _C_INT_P
+)
+# dtrsm(side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb).
+_DTRSM = ctypes.CFUNCTYPE(
+    None,
+    *(ctypes.c_char_p,) * 4,
+    _C_INT_P,
+    _C_INT_P,
+    _C_DOUBLE_P,
+    ctypes.c_void_p,
+    _C_INT_P,
+    ctypes.c_void_p,
+    _C_INT_P,
+)
+# dgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc).
+_DGEMM = ctypes.CFUNCTYPE(
+    None,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    *(_C_INT_P,) * 3,
+    _C_DOUBLE_P,
+    ctypes.c_void_p,
+    _C_INT_P,
+    ctypes.c_void_p,
+    _C_INT_P,
+    _C_DOUBLE_P,
+    ctypes.c_void_p,
+    _C_INT_P,
+)
 _dsyrk = None  # the ctypes function once looked up; False if it cannot be
+_block_functions = None  # (dpotrf, dtrsm, dsyrk, dgemm), or False
 
 
-def _lookup_dsyrk():
-    """scipy's ``dsyrk`` as a ctypes function, or False."""
+def _scipy_function(module_name, name, prototype):
+    """scipy's ``name`` from ``scipy.linalg.<module_name>`` as a ctypes
+    function of ``prototype``, or False."""
     try:
-        from scipy.linalg import cython_blas
+        import importlib
 
-        capsule = cython_blas.__pyx_capi__["dsyrk"]
+        module = importlib.import_module(f"scipy.linalg.{module_name}")
+        capsule = module.__pyx_capi__[name]
         get_name = ctypes.pythonapi.PyCapsule_GetName
         get_name.restype = ctypes.c_char_p
         get_name.argtypes = [ctypes.py_object]
@@ -58,7 +97,7 @@ def _lookup_dsyrk():
         address = get_pointer(capsule, get_name(capsule))
     except (ImportError, AttributeError, KeyError, ValueError):
         return False
-    return _DSYRK(address) if address else False
+    return prototype(address) if address else False
 
 
 def _nogil_dsyrk():
@@ -66,8 +105,21 @@ def _nogil_dsyrk():
     # see a half-done lookup.
     global _dsyrk
     if _dsyrk is None:
-        _dsyrk = _lookup_dsyrk()
+        _dsyrk = _scipy_function("cython_blas", "dsyrk", _DSYRK)
     return _dsyrk
+
+
+def _block_steps():
+    global _block_functions
+    if _block_functions is None:
+        found = (
+            _scipy_function("cython_lapack", "dpotrf", _DPOTRF),
+            _scipy_function("cython_blas", "dtrsm", _DTRSM),
+            _scipy_function("cython_blas", "dsyrk", _DSYRK),
+            _scipy_function("cython_blas", "dgemm", _DGEMM),
+        )
+        _block_functions = found if all(found) else False
+    return _block_functions
 
 
 def releases_gil():
@@ -116,3 +168,113 @@ def syrk_lower_add(C, B):
         ctypes.byref(ld),
     )
     return C
+
+
+class BlockSteps:
+    """The steps of a blocked lower Cholesky factorisation of ``L``, each
+    on blocks of ``L`` in place (leading dimension ``n``): no copy, no
+    temporary.
+
+    Parameters
+    ----------
+    L : ndarray of shape (n, n), float64, Fortran order
+        Factored in place, its lower triangle read; the steps leave its
+        strict upper triangle as they find it, except within the diagonal
+        blocks :meth:`potrf` factors.
+
+    Use :meth:`available` first: the steps need scipy's pointers.
+    """
+
+    def __init__(self, L):
+        if not (L.flags.f_contiguous and L.dtype == np.float64 and L.ndim == 2):
+            raise ValueError("L must be a 2-d float64 array in Fortran order")
+        if L.shape[0] != L.shape[1]:
+            raise ValueError(f"L must be square; got shape {L.shape}")
+        self.L = L
+        self._n = L.shape[0]
+        self._ld = ctypes.c_int(self._n)
+        self._functions = _block_steps()
+
+    @staticmethod
+    def available():
+        """Whether scipy's pointers to the four routines could be had."""
+        return bool(_block_steps())
+
+    def _at(self, row, column):
+        # The address of L[row, column] (Fortran order).
+        return self.L.ctypes.data + 8 * (row + column * self._n)
+
+    def potrf(self, start, stop):
+        """The Cholesky factor of ``L[start:stop, start:stop]`` in place
+        (lower; LAPACK leaves the block's upper triangle as it was):
+        LAPACK's ``info``, 0 or the order of the first leading minor that
+        is not positive definite."""
+        order, info = ctypes.c_int(stop - start), ctypes.c_int(0)
+        dpotrf = self._functions[0]
+        ld = ctypes.byref(self._ld)
+        dpotrf(
+            b"L", ctypes.byref(order), self._at(start, start), ld, ctypes.byref(info)
+        )
+        return info.value
+
+    def panel(self, start, stop):
+        """``L[stop:, start:stop] <- L[stop:, start:stop] L_kk^{-T}``,
+        ``L_kk`` the lower factor in ``L[start:stop, start:stop]``."""
+        rows, order = ctypes.c_int(self._n - stop), ctypes.c_int(stop - start)
+        one, ld = ctypes.c_double(1.0), ctypes.byref(self._ld)
+        dtrsm = self._functions[1]
+        dtrsm(
+            b"R",
+            b"L",
+            b"T",
+            b"N",
+            ctypes.byref(rows),
+            ctypes.byref(order),
+            ctypes.byref(one),
+            self._at(start, start),
+            ld,
+            self._at(stop, start),
+            ld,
+        )
+
+    def update(self, start, stop, left, right):
+        """``L[left:, left:right] -= L[left:, k] L[left:right, k]^T`` on and
+        below the diagonal, ``k = start:stop``: a ``dsyrk`` of order
+        ``right - left`` for the diagonal block, a ``dgemm`` below it."""
+        _, _, dsyrk, dgemm = self._functions
+        width, depth = ctypes.c_int(right - left), ctypes.c_int(stop - start)
+        one, minus, ld = (
+            ctypes.c_double(1.0),
+            ctypes.c_double(-1.0),
+            ctypes.byref(self._ld),
+        )
+        dsyrk(
+            b"L",
+            b"N",
+            ctypes.byref(width),
+            ctypes.byref(depth),
+            ctypes.byref(minus),
+            self._at(left, start),
+            ld,
+            ctypes.byref(one),
+            self._at(left, left),
+            ld,
+        )
+        if right == self._n:
+            return
+        below = ctypes.c_int(self._n - right)
+        dgemm(
+            b"N",
+            b"T",
+            ctypes.byref(below),
+            ctypes.byref(width),
+            ctypes.byref(depth),
+            ctypes.byref(minus),
+            self._at(right, start),
+            ld,
+            self._at(left, start),
+            ld,
+            ctypes.byref(one),
+            self._at(right, left),
+            ld,
+        )

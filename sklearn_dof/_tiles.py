@@ -28,6 +28,8 @@ from scipy import linalg
 from scipy.linalg import blas, lapack
 from threadpoolctl import threadpool_limits
 
+from . import _blas
+
 #: The largest order of a syrk output or a Cholesky factorisation handed to
 #: the BLAS in one call: half the smallest order measured to crash (see the
 #: module's docstring), and safe at every thread count measured.
@@ -189,12 +191,16 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
     Above the tile order, the right-looking block algorithm on the fewest
     diagonal tiles of at most that order, of equal orders (a short last
     tile ran at a lower rate): for each, its Cholesky factor ``L_kk``
-    (LAPACK), the panel below it ``A_ik L_kk^{-T}`` (triangular solves),
-    and the update of the trailing matrix ``A_ij -= L_ik L_jk^T`` (general
-    products, which are safe at every size measured).  The solves and the
-    products run on blocks of :data:`UPDATE_COLUMNS` rows through one
-    workspace, so the memory beside ``A`` is a diagonal tile's copy and
-    that workspace, with no temporary the size of a panel.
+    (LAPACK), the panel below it ``A_ik L_kk^{-T}`` (a triangular solve),
+    and the update of the trailing matrix ``A_ij -= L_ik L_jk^T`` by
+    column blocks of :data:`UPDATE_COLUMNS` (a syrk of that order on the
+    diagonal, general products below, which are safe at every size
+    measured).  In float64, through scipy's pointers, every step works on
+    the blocks where they lie (:class:`~sklearn_dof._blas.BlockSteps`):
+    nothing beside ``A``.  Otherwise scipy's wrappers take copies: the
+    solves and products then run on blocks of rows through one workspace,
+    and the memory beside ``A`` is a diagonal tile's copy and that
+    workspace.
     """
     tile = TILE_ORDER if tile is None else tile
     n = A.shape[0]
@@ -215,6 +221,8 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
     else:
         L = np.array(source, dtype=dtype, order="F")
     tile = -(-n // -(-n // tile))  # the fewest tiles, of equal orders
+    if dtype == np.float64 and _blas.BlockSteps.available():
+        return _finish(L, lower), _factor_in_place(L, tile)
     work = np.empty((UPDATE_COLUMNS, max(tile, UPDATE_COLUMNS)), dtype=dtype, order="F")
     for start, stop in _tile_edges(0, n, tile):
         diagonal, info = lapack_potrf(
@@ -229,6 +237,24 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
             _panel_solve(L, diagonal, start, stop, work)
             _trailing_update(L, start, stop, work)
     return _finish(L, lower), 0
+
+
+def _factor_in_place(L, tile):
+    """:func:`potrf`'s steps on the blocks of ``L`` where they lie
+    (:class:`~sklearn_dof._blas.BlockSteps`): its ``info``."""
+    steps = _blas.BlockSteps(L)
+    n = L.shape[0]
+    for start, stop in _tile_edges(0, n, tile):
+        info = steps.potrf(start, stop)
+        if info > 0:
+            return start + info
+        if info < 0:  # pragma: no cover - only for invalid arguments
+            raise ValueError(f"dpotrf failed with info={info}.")
+        if stop < n:
+            steps.panel(start, stop)
+            for left, right in _tile_edges(stop, n, UPDATE_COLUMNS):
+                steps.update(start, stop, left, right)
+    return 0
 
 
 def _panel_solve(L, diagonal, start, stop, work):

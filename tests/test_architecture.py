@@ -18,13 +18,13 @@ BENCHMARKS = PACKAGE.parent / "benchmarks"
 # Bottom up, as doc/architecture.rst draws them: a module may import only
 # from the layers below its own.
 LAYERS = [
+    ("BLAS by pointer", ["_blas"]),
     (
         "utilities",
         [
             "_version",
             "_config",
             "_parallel",
-            "_blas",
             "_tiles",
             "_cg",
             "_pcg_operator",

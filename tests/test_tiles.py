@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -13,7 +14,7 @@ from sklearn import clone
 from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, _tiles
+from sklearn_dof import DoFKernelRidge, DoFKernelRidgeCV, _blas, _tiles
 
 from .conftest import load_shared
 
@@ -39,12 +40,20 @@ def test_tiled_cholesky_is_lapacks(lower, tile):
     assert not other.any()
 
 
+@pytest.mark.parametrize("in_place", [True, False])
 @pytest.mark.parametrize("update_columns", [3, 4, 16])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_tiled_cholesky_by_row_blocks_is_lapacks(monkeypatch, update_columns, dtype):
-    # Row blocks narrower than the tiles, ending short of a tile or not:
-    # every panel solve and trailing update goes through the workspace in
-    # several blocks, the last one partial.
+def test_tiled_cholesky_by_row_blocks_is_lapacks(
+    monkeypatch, update_columns, dtype, in_place
+):
+    # Column blocks narrower than the tiles, ending short of a tile or not:
+    # in place on the blocks (float64, scipy's pointers), else every panel
+    # solve and trailing update through the workspace in several blocks,
+    # the last one partial.
+    if not in_place:
+        monkeypatch.setattr(_blas.BlockSteps, "available", staticmethod(lambda: False))
+    elif dtype == np.float64:
+        assert _blas.BlockSteps.available()
     monkeypatch.setattr(_tiles, "UPDATE_COLUMNS", update_columns)
     A = _spd(37, shift=0.1).astype(dtype)
     (potrf,) = lapack.get_lapack_funcs(("potrf",), (A,))
@@ -55,6 +64,35 @@ def test_tiled_cholesky_by_row_blocks_is_lapacks(monkeypatch, update_columns, dt
     tol = 1e-10 if dtype == np.float64 else 1e-4
     np.testing.assert_allclose(factor, expected, rtol=tol, atol=tol)
     assert not np.triu(factor, 1).any()
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_tiled_cholesky_in_place_holds_no_copy(monkeypatch, in_place):
+    # On the blocks where they lie: nothing beside A but the clearing of
+    # its upper triangle by blocks; scipy's wrappers copy a diagonal tile
+    # and use a workspace of UPDATE_COLUMNS rows.
+    if not in_place:
+        monkeypatch.setattr(_blas.BlockSteps, "available", staticmethod(lambda: False))
+    A = np.asfortranarray(_spd(1200, shift=0.1))
+    expected = np.linalg.cholesky(A)
+    tracemalloc.start()
+    try:
+        factor, info = _tiles.potrf(A, lower=True, overwrite_a=True, tile=500)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info == 0 and np.shares_memory(factor, A)
+    np.testing.assert_allclose(factor, expected, rtol=1e-10, atol=1e-12)
+    assert (peak < 0.25 * A.nbytes) == in_place
+
+
+def test_block_steps_refuse_what_they_cannot_address():
+    with pytest.raises(ValueError, match="Fortran order"):
+        _blas.BlockSteps(np.eye(3))  # C order (not also Fortran: 3 x 3)
+    with pytest.raises(ValueError, match="Fortran order"):
+        _blas.BlockSteps(np.asfortranarray(np.eye(3, dtype=np.float32)))
+    with pytest.raises(ValueError, match="square"):
+        _blas.BlockSteps(np.asfortranarray(np.ones((3, 4))))
 
 
 def test_tiled_cholesky_reads_one_triangle_and_can_overwrite():
