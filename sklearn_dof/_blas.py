@@ -178,9 +178,8 @@ class BlockSteps:
     Parameters
     ----------
     L : ndarray of shape (n, n), float64, Fortran order
-        Factored in place, its lower triangle read; the steps leave its
-        strict upper triangle as they find it, except within the diagonal
-        blocks :meth:`potrf` factors.
+        Factored in place: the steps read and write its lower triangle
+        only.
 
     Use :meth:`available` first: the steps need scipy's pointers.
     """
@@ -204,11 +203,18 @@ class BlockSteps:
         # The address of L[row, column] (Fortran order).
         return self.L.ctypes.data + 8 * (row + column * self._n)
 
+    def _check(self, start, stop):
+        # The BLAS writes through the addresses unchecked: a block past L
+        # would write past its memory.
+        if not 0 <= start < stop <= self._n:
+            raise IndexError(f"{start}:{stop} is not a block of L of order {self._n}")
+
     def potrf(self, start, stop):
         """The Cholesky factor of ``L[start:stop, start:stop]`` in place
         (lower; LAPACK leaves the block's upper triangle as it was):
         LAPACK's ``info``, 0 or the order of the first leading minor that
         is not positive definite."""
+        self._check(start, stop)
         order, info = ctypes.c_int(stop - start), ctypes.c_int(0)
         dpotrf = self._functions[0]
         ld = ctypes.byref(self._ld)
@@ -220,6 +226,8 @@ class BlockSteps:
     def panel(self, start, stop):
         """``L[stop:, start:stop] <- L[stop:, start:stop] L_kk^{-T}``,
         ``L_kk`` the lower factor in ``L[start:stop, start:stop]``."""
+        self._check(start, stop)
+        self._check(stop, self._n)
         rows, order = ctypes.c_int(self._n - stop), ctypes.c_int(stop - start)
         one, ld = ctypes.c_double(1.0), ctypes.byref(self._ld)
         dtrsm = self._functions[1]
@@ -241,6 +249,8 @@ class BlockSteps:
         """``L[left:, left:right] -= L[left:, k] L[left:right, k]^T`` on and
         below the diagonal, ``k = start:stop``: a ``dsyrk`` of order
         ``right - left`` for the diagonal block, a ``dgemm`` below it."""
+        self._check(start, stop)
+        self._check(left, right)
         _, _, dsyrk, dgemm = self._functions
         width, depth = ctypes.c_int(right - left), ctypes.c_int(stop - start)
         one, minus, ld = (

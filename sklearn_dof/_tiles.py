@@ -193,14 +193,14 @@ def potrf(A, lower=False, overwrite_a=False, tile=None):
     tile ran at a lower rate): for each, its Cholesky factor ``L_kk``
     (LAPACK), the panel below it ``A_ik L_kk^{-T}`` (a triangular solve),
     and the update of the trailing matrix ``A_ij -= L_ik L_jk^T`` by
-    column blocks of :data:`UPDATE_COLUMNS` (a syrk of that order on the
-    diagonal, general products below, which are safe at every size
-    measured).  In float64, through scipy's pointers, every step works on
-    the blocks where they lie (:class:`~sklearn_dof._blas.BlockSteps`):
-    nothing beside ``A``.  Otherwise scipy's wrappers take copies: the
-    solves and products then run on blocks of rows through one workspace,
-    and the memory beside ``A`` is a diagonal tile's copy and that
-    workspace.
+    column blocks of :data:`UPDATE_COLUMNS` (general products, which are
+    safe at every size measured).  In float64, through scipy's pointers,
+    every step works on the blocks where they lie, a syrk of order at most
+    :data:`UPDATE_COLUMNS` on each diagonal block
+    (:class:`~sklearn_dof._blas.BlockSteps`): nothing beside ``A``.
+    Otherwise scipy's wrappers take copies: the solves and products then
+    run on blocks of rows through one workspace, and the memory beside
+    ``A`` is a diagonal tile's copy and that workspace.
     """
     tile = TILE_ORDER if tile is None else tile
     n = A.shape[0]

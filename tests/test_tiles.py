@@ -93,6 +93,14 @@ def test_block_steps_refuse_what_they_cannot_address():
         _blas.BlockSteps(np.asfortranarray(np.eye(3, dtype=np.float32)))
     with pytest.raises(ValueError, match="square"):
         _blas.BlockSteps(np.asfortranarray(np.ones((3, 4))))
+    steps = _blas.BlockSteps(np.asfortranarray(np.eye(4)))
+    with pytest.raises(IndexError, match="not a block"):
+        steps.potrf(2, 5)  # would factor past L's memory
+    with pytest.raises(IndexError, match="not a block"):
+        steps.panel(0, 4)  # no rows below
+    with pytest.raises(IndexError, match="not a block"):
+        steps.update(0, 2, 3, 6)
+    assert steps.potrf(0, 4) == 0
 
 
 def test_tiled_cholesky_reads_one_triangle_and_can_overwrite():
