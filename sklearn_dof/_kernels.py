@@ -177,16 +177,17 @@ def _symmetric_block(Y, kernel, params):
     for the fused RBF path and kernel objects, or None where neither
     applies.  Exactly symmetric (the lower triangle mirrored) with its
     diagonal exact, as :func:`~sklearn.metrics.pairwise.rbf_kernel` or the
-    kernel object's own ``K(Y)`` of ``Y`` alone has it."""
+    kernel object's own ``K(Y)`` of ``Y`` alone has it; unchecked (the
+    caller checks its values)."""
     if is_kernel_object(kernel) and not sparse.issparse(Y):
         block = mirror_lower(_lower_triangle(Y, kernel, params))
         np.fill_diagonal(block, kernel.diag(Y))
-        return check_kernel_values(block, kernel)
+        return block
     if not _fused_rbf(Y, Y, kernel):
         return None
     block = mirror_lower(_lower_triangle(Y, kernel, params))
     np.fill_diagonal(block, 1.0)
-    return check_kernel_values(block, kernel)
+    return block
 
 
 def _lower_triangle(Y, kernel, params):
