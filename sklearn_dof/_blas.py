@@ -24,6 +24,7 @@ copy and no temporary.
 """
 
 import ctypes
+import importlib
 
 import numpy as np
 from scipy.linalg import blas
@@ -84,8 +85,6 @@ def _scipy_function(module_name, name, prototype):
     """scipy's ``name`` from ``scipy.linalg.<module_name>`` as a ctypes
     function of ``prototype``, or False."""
     try:
-        import importlib
-
         module = importlib.import_module(f"scipy.linalg.{module_name}")
         capsule = module.__pyx_capi__[name]
         get_name = ctypes.pythonapi.PyCapsule_GetName
