@@ -190,6 +190,15 @@ def _symmetric_block(Y, kernel, params):
     return block
 
 
+def _block_threads(n_rows, n_jobs="context"):
+    """Workers of a kernel block of ``n_rows`` rows: one per
+    :data:`_MIN_PARALLEL_ROWS` rows, at most the pool's for ``n_jobs``."""
+    threads = n_rows // _MIN_PARALLEL_ROWS
+    if threads > 1:
+        threads = min(threads, _parallel.n_threads(n_jobs))
+    return threads
+
+
 def _lower_triangle(Y, kernel, params):
     """``K(Y, Y)`` with its lower triangle evaluated (the strict upper one
     holds what it holds): by blocks of :data:`TRIANGLE_ROWS` rows, each
@@ -203,9 +212,7 @@ def _lower_triangle(Y, kernel, params):
     # One centre for every block's distances (kernel_object_block).
     centre = Y.mean(axis=0) if is_kernel_object(kernel) and n else None
     blocks = [slice(a, min(a + TRIANGLE_ROWS, n)) for a in range(0, n, TRIANGLE_ROWS)]
-    threads = n // _MIN_PARALLEL_ROWS
-    if threads > 1:
-        threads = min(threads, _parallel.n_threads())
+    threads = _block_threads(n)
     areas = [rows.stop * (rows.stop - rows.start) for rows in blocks]
     runs = [
         [blocks[b] for b in run]
@@ -245,9 +252,7 @@ def kernel_block(X, Y, kernel, params, n_jobs="context", columns=None):
         block = block.toarray() if sparse.issparse(block) else block
         return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
     n = X.shape[0]
-    threads = n // _MIN_PARALLEL_ROWS
-    if threads > 1:
-        threads = min(threads, _parallel.n_threads(n_jobs))
+    threads = _block_threads(n, n_jobs)
     if threads <= 1:
         block = _serial_kernel_block(X, Y, kernel, params, columns=columns)
         return check_kernel_values(np.asarray(block, dtype=dtype), kernel)
