@@ -4,9 +4,9 @@ A certified rank ``r`` grows a partial Cholesky factor of the rows it reads
 (``rows x r`` float64), evaluates the kernel columns of each doubling as one
 block (``rows x r / 2`` at the last), and, beside them, holds two ``r x r``
 arrays (the factor's Gram matrix, and its shifted Cholesky factor and
-inverse, which share one array); the exact route holds the ``n x n`` kernel
-matrix, factored in place.  One budget bounds these
-(:func:`memory_budget`).  A certificate at rank ``r`` reads at least two rows
+inverse, which share one array).  One budget bounds these
+(:func:`memory_budget`); the exact route holds the ``n x n`` kernel matrix,
+factored in place, within :func:`exact_budget`.  A certificate at rank ``r`` reads at least two rows
 per column, so it needs :func:`rank_bytes` ``= 40 r^2`` bytes (``16 r^2``
 the factor, ``8 r^2`` the last columns, ``16 r^2`` the ``r x r`` arrays):
 the factor takes two fifths of the budget, and the default cap of an
@@ -26,6 +26,12 @@ from ._config import get_config
 #: takes: the rest is the data, the caller's arrays and the predictions;
 #: the fits of a grid search running side by side each take their own.
 MEMORY_SHARE = 0.25
+#: How many times the budget the exact route's ``n x n`` kernel matrix may
+#: take.  The budget counts what an automatic rank holds while it is chosen,
+#: not the fit at the rank chosen, which holds its own arrays beside it; the
+#: exact route's fit is ``K`` itself, factored in place, with nothing of its
+#: size beside it, so its ``K`` may take half as much again.
+EXACT_BUDGET_RATIO = 1.5
 #: The memory assumed where the machine's cannot be read.
 FALLBACK_MEMORY_BYTES = 8 * 2**30
 # cgroup files holding the memory limit of a container (v2, then v1); a
@@ -124,12 +130,18 @@ def default_max_components():
     return max(1, math.isqrt(memory_budget() // (8 * _RANK_WORDS)))
 
 
+def exact_budget():
+    """Bytes the exact route's kernel matrix may take:
+    :data:`EXACT_BUDGET_RATIO` times :func:`memory_budget`."""
+    return int(EXACT_BUDGET_RATIO * memory_budget())
+
+
 def fits_exact(n_samples, extra_words=0):
     """Whether the ``n x n`` float64 kernel matrix of the exact route, and
-    ``extra_words`` float64 numbers beside it, fit the budget: the exact fit
-    factors it in place, and the rounds before it, of at most half of the
-    rows as columns, hold less."""
-    return 8 * (n_samples**2 + extra_words) <= memory_budget()
+    ``extra_words`` float64 numbers beside it, fit :func:`exact_budget`: the
+    exact fit factors it in place, and the rounds before it, of at most
+    half of the rows as columns, hold less."""
+    return 8 * (n_samples**2 + extra_words) <= exact_budget()
 
 
 def format_bytes(n_bytes):

@@ -75,7 +75,8 @@ def test_caps_follow_the_budget():
         with config_context(memory_budget=budget):
             cap = _memory.default_max_components()
             assert _memory.rank_bytes(cap) <= budget < _memory.rank_bytes(cap + 1)
-            rows = math.isqrt(budget // 8)  # 8 n^2 <= budget
+            # 8 n^2 <= 1.5 budget: the exact route's K alone is its fit.
+            rows = math.isqrt(int(_memory.EXACT_BUDGET_RATIO * budget) // 8)
             assert _memory.fits_exact(rows) and not _memory.fits_exact(rows + 1)
 
 
@@ -95,6 +96,28 @@ def test_an_automatic_rank_holds_the_memory_given_to_it():
         assert peak <= budget + 2 * _certificate._BLOCK_BYTES
         peaks.append(peak)
     assert peaks[1] > 2 * peaks[0]
+
+
+def test_the_exact_route_holds_its_kernel_matrix_within_its_share():
+    # K of 3,000 rows passes the budget but not EXACT_BUDGET_RATIO times it:
+    # the fit is exact kernel ridge, and its peak is K's (factored in place),
+    # within that share; a budget a third smaller keeps it low-rank.
+    X, y = _rough_problem(n=3000)
+    k_bytes = 8 * len(X) ** 2
+    budget = math.ceil(k_bytes / _memory.EXACT_BUDGET_RATIO) + 2**20
+    assert k_bytes > budget
+    with config_context(memory_budget=budget):
+        tracemalloc.start()
+        model = DoFKernelRidge(alpha=1e-6, gamma=4.0, random_state=0).fit(X, y)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        share = _memory.exact_budget()
+    assert model.nystroem_.exact_
+    assert k_bytes < peak <= 1.05 * share
+    with config_context(memory_budget=2 * budget // 3), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the cap may bind
+        model = DoFKernelRidge(alpha=1e-6, gamma=4.0, random_state=0).fit(X, y)
+    assert not model.nystroem_.exact_
 
 
 def test_the_warning_names_the_rank_and_the_memory_it_needs():

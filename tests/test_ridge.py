@@ -1,3 +1,4 @@
+import math
 import pickle
 import warnings
 
@@ -1122,8 +1123,14 @@ def test_cv_caps_from_memory_and_a_splitter_at_640(params):
     assert not model._uncapped(X)
     assert DoFKernelRidgeCV()._rank_cap(X) is None and DoFKernelRidgeCV()._uncapped(X)
     assert not DoFKernelRidgeCV()._uncapped(X.astype(np.float32))
-    with config_context(memory_budget=8 * len(X) ** 2 - 1):
-        assert not DoFKernelRidgeCV()._uncapped(X)  # K passes the budget
+    from sklearn_dof import _memory
+
+    # K may take EXACT_BUDGET_RATIO times the budget, not more.
+    within = math.ceil(8 * len(X) ** 2 / _memory.EXACT_BUDGET_RATIO)
+    with config_context(memory_budget=within):
+        assert within < 8 * len(X) ** 2 and DoFKernelRidgeCV()._uncapped(X)
+    with config_context(memory_budget=within - 1):
+        assert not DoFKernelRidgeCV()._uncapped(X)  # K passes its share
 
 
 def test_cv_exact_route_scores_zero_weights_as_nothing():
@@ -1331,12 +1338,16 @@ def test_cv_screen_that_does_not_rule_out_spares_its_factorisation(monkeypatch):
 
 @pytest.mark.parametrize("room", [0, -1])
 def test_cv_screen_holds_the_memory_given_to_it(capsys, room):
-    # The sample's rows^2 + n slope_rows numbers beside K: with one byte
-    # less, no screen, and the exact fits decide.
+    # The sample's rows^2 + n slope_rows numbers beside K, within the exact
+    # route's share of the budget: with one byte less, no screen, and the
+    # exact fits decide.
+    from sklearn_dof import _memory
+
     X, y, alphas = _overfitting_problem()
     n = len(X)
     rows, slope_rows = _exact_screen.sample_sizes(n)
-    budget = 8 * (n**2 + rows**2 + n * slope_rows) + room
+    need = 8 * (n**2 + rows**2 + n * slope_rows)
+    budget = math.ceil(need / _memory.EXACT_BUDGET_RATIO) + room
     with config_context(memory_budget=budget):
         DoFKernelRidgeCV(alphas, gamma=30.0, random_state=0, verbose=1).fit(X, y)
     out = capsys.readouterr().out
