@@ -6,14 +6,15 @@ block (``rows x r / 2`` at the last), and, beside them, holds two ``r x r``
 arrays (the factor's Gram matrix, and its shifted Cholesky factor and
 inverse, which share one array).  One budget bounds these
 (:func:`memory_budget`); the exact route holds the ``n x n`` kernel matrix,
-factored in place, within :func:`exact_budget`.  A certificate at rank ``r`` reads at least two rows
-per column, so it needs :func:`rank_bytes` ``= 40 r^2`` bytes (``16 r^2``
-the factor, ``8 r^2`` the last columns, ``16 r^2`` the ``r x r`` arrays):
-the factor takes two fifths of the budget, and the default cap of an
-automatic rank is the largest ``r`` that fits (:func:`default_max_components`).
-The fit at the rank chosen then holds what an int fit at that rank holds
-(its ``p x p`` matrices and, within scikit-learn's ``working_memory``, its
-features), which the budget does not count.
+factored in place, within :func:`exact_budget`.
+A certificate at rank ``r`` reads at least two rows per column, so it needs
+:func:`rank_bytes` ``= 40 r^2`` bytes (``16 r^2`` the factor, ``8 r^2`` the
+last columns, ``16 r^2`` the ``r x r`` arrays): the factor takes two fifths
+of the budget, and the default cap of an automatic rank is the largest
+``r`` that fits (:func:`default_max_components`).  The fit at the rank
+chosen then holds what an int fit at that rank holds (its ``p x p``
+matrices and, within scikit-learn's ``working_memory``, its features),
+which the budget does not count.
 """
 
 import functools
