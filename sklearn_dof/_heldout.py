@@ -14,6 +14,7 @@ certified loss is at most ``loss_tol``, or at the cap; the caller keeps
 that last fit's landmarks and refits them on every row.
 """
 
+import math
 from numbers import Integral
 from typing import NamedTuple
 
@@ -294,14 +295,16 @@ def held_out_warning(rank, loss, requested, loss_tol, max_components, rows=None)
     rounds stopped at every training row of the split instead: no rank is
     left to certify but every row, exact kernel ridge and its ``K``."""
     if rows is not None:
-        needed = _memory.format_bytes(8 * rows**2)
+        needed = 8 * rows**2
+        budget = math.ceil(needed / _memory.EXACT_BUDGET_RATIO)
         return (
             f"n_components='auto' stopped at {rank} components, every training "
             f"row of its held-out split: the held-out loss estimate (relative "
             f"excess loss {loss:.3g}, above loss_tol={loss_tol:g}) asks for "
             f"every one of the {rows} rows, exact kernel ridge, whose kernel "
-            f"matrix needs about {needed} of memory. Raise the budget "
-            "(sklearn_dof.set_config(memory_budget=...)), or the penalty."
+            f"matrix needs about {_memory.format_bytes(needed)} of memory, "
+            f"within a budget of {_memory.format_bytes(budget)}. Raise the "
+            "budget (sklearn_dof.set_config(memory_budget=...)), or the penalty."
         )
     needed = _memory.format_bytes(_memory.cg_rank_bytes(requested))
     if max_components is None:
