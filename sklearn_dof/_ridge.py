@@ -990,8 +990,9 @@ class DoFKernelRidgeCV(_DoFRidgeMixin, RegressorMixin, BaseEstimator):
         Cap of an automatic rank, see :class:`~sklearn_dof.DoFNystroem`.
         None: from memory.  With ``cv=None``, ``criterion="loo"``,
         ``store_cv_results=False`` and float64 NumPy data whose kernel
-        matrix fits the memory budget (``8 n^2`` bytes; see
-        :func:`~sklearn_dof.set_config`), the rank is uncapped, and past
+        matrix (``8 n^2`` bytes) fits one and a half times the memory
+        budget (see :func:`~sklearn_dof.set_config`: it is all the exact
+        fit holds), the rank is uncapped, and past
         half of the rows the fit is exact kernel ridge, at the penalty its
         exact leave-one-out residuals prefer (every penalty of the grid up
         to 2,048 rows, else a walk down the grid from the rounds' penalty;
