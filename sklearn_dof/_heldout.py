@@ -78,21 +78,25 @@ def held_out_cap(n_components, solver, sampling, max_components, n_samples):
     squared loss, else None.
 
     They may where ``n_components="auto"`` with uniform landmarks, a solver
-    that allows the conjugate gradients, no exact route (``K`` does not fit
-    the memory budget) and a cap above the default one, the largest rank
-    whose factor certificate fits the budget: ``max_components``, else the
-    largest conjugate-gradient fit the budget holds
+    that allows the conjugate gradients, no exact route to take instead
+    (``K`` past the exact route's memory, or a ``max_components`` below the
+    rows) and a cap above the default one, the largest rank whose factor
+    certificate fits the budget: ``max_components``, else the largest
+    conjugate-gradient fit the budget holds
     (:func:`~sklearn_dof._memory.default_cg_components`).  With a
     ``max_components`` the rounds replace the factor's; without one they
     take over where the factor's stop at their cap.
     """
+    exact = _memory.fits_exact(n_samples) and (
+        max_components is None or max_components >= n_samples
+    )
     if not (
         isinstance(n_components, str)
         and n_components == "auto"
         and isinstance(sampling, str)
         and sampling == "uniform"
         and solver != "direct"
-        and not _memory.fits_exact(n_samples)
+        and not exact
     ):
         return None
     cap = min(max_components or _memory.default_cg_components(), n_samples)

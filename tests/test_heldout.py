@@ -103,8 +103,12 @@ def test_the_route_is_taken_only_where_the_factor_certificate_is_capped():
         cg_cap = _memory.default_cg_components()
         assert cg_cap > cap
         assert held_out_cap("auto", "auto", "uniform", None, 3000) == cg_cap
-        # Where K fits the budget the exact route serves.
+        # Where K fits the exact route's share the exact route serves, but
+        # not past a max_components below the rows.
+        assert _memory.fits_exact(250) and not _memory.fits_exact(300)
         assert held_out_cap("auto", "auto", "uniform", 400, 200) is None
+        assert held_out_cap("auto", "auto", "uniform", None, 250) is None
+        assert held_out_cap("auto", "auto", "uniform", 200, 250) == 200
     # At the machine's budget small problems keep the factor route.
     assert held_out_cap("auto", "auto", "uniform", 400, 3000) is None
 
