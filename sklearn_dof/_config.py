@@ -81,10 +81,11 @@ def set_config(memory_budget=None):
     ----------
     memory_budget : "auto" or int, default=None
         The bytes an automatic rank may hold while it is chosen: the
-        partial Cholesky factor the certificate grows, the ``r x r``
-        matrices beside it and, on the exact route, the kernel matrix (the
-        fit at the rank chosen holds, beyond it, what an int fit at that
-        rank holds).  The default caps of
+        partial Cholesky factor the certificate grows and the ``r x r``
+        matrices beside it (the fit at the rank chosen holds, beyond it,
+        what an int fit at that rank holds); the exact route's kernel
+        matrix, all that fit holds, may take one and a half times it.  The
+        default caps of
         ``n_components="auto"`` and ``"dof"`` (``max_components=None``)
         follow from it (:ref:`memory`).  ``"auto"``: a quarter of the memory
         the process may use (the machine's physical memory or, where

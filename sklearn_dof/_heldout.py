@@ -306,9 +306,10 @@ def held_out_warning(rank, loss, requested, loss_tol, max_components, rows=None)
             f"row of its held-out split: the held-out loss estimate (relative "
             f"excess loss {loss:.3g}, above loss_tol={loss_tol:g}) asks for "
             f"every one of the {rows} rows, exact kernel ridge, whose kernel "
-            f"matrix needs about {_memory.format_bytes(needed)} of memory, "
-            f"within a budget of {_memory.format_bytes(budget)}. Raise the "
-            "budget (sklearn_dof.set_config(memory_budget=...)), or the penalty."
+            f"matrix needs about {_memory.format_bytes(needed)} of memory: a "
+            f"memory budget of {_memory.format_bytes(budget)} or more holds it. "
+            "Raise the budget (sklearn_dof.set_config(memory_budget=...)), or "
+            "the penalty."
         )
     needed = _memory.format_bytes(_memory.cg_rank_bytes(requested))
     if max_components is None:

@@ -400,7 +400,7 @@ def test_rounds_that_reach_every_training_row_say_so():
     message = str(record[0].message)
     # K's memory, and the budget whose exact share holds it.
     assert "max_components" not in message and "31 MiB" in message
-    assert "within a budget of 20 MiB" in message
+    assert "memory budget of 20 MiB or more holds it" in message
 
 
 def test_the_held_out_route_holds_the_memory_given_to_it(monkeypatch):
